@@ -1,0 +1,98 @@
+"""The ``glue-sparse`` command: ``data`` (what GLUE data is where) and ``eval`` (lm-eval, registered)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS, POOLED_SPLIT
+
+SUMMARY_SPLITS = ("train", "validation", "validation_matched", "validation_mismatched", POOLED_SPLIT)
+
+
+def _splits_to_show(task: str) -> list[str]:
+    return [s for s in GLUE_TASKS[task].splits if s in SUMMARY_SPLITS]
+
+
+def _label_counts(rows: list[dict], is_regression: bool) -> str:
+    labels = [r["label"] for r in rows]
+    if is_regression:
+        return f"mean {sum(labels) / len(labels):.3f} in [{min(labels):g}, {max(labels):g}]"
+    counts = Counter(labels)
+    return " ".join(f"{k}:{counts[k]}" for k in sorted(counts))
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    """Print rows, label counts, source and fingerprint of every split; mark what is missing."""
+    from glue_sparse_tasks.data import load_glue_rows
+    from glue_sparse_tasks.local_formats import GlueDataError
+
+    tasks = list(GLUE_TASKS) if args.tasks == "all" else args.tasks.split(",")
+    records = []
+    missing = 0
+    for task in tasks:
+        spec = GLUE_TASKS.get(task)
+        if spec is None:
+            print(f"error: unknown GLUE task {task!r}; valid tasks are: {', '.join(GLUE_TASKS)}",
+                  file=sys.stderr)
+            return 2
+        for split in _splits_to_show(task):
+            try:
+                rows, prov = load_glue_rows(task, split, args.data_dir, use_hub=args.hub)
+            except GlueDataError as exc:
+                missing += 1
+                records.append({"task": task, "split": split, "missing": True,
+                                "why": str(exc).splitlines()[0]})
+                continue
+            records.append({**prov.to_dict(), "missing": False,
+                            "labels": _label_counts(rows, spec.is_regression)})
+    if args.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    print(f"{'task':<6} {'split':<22} {'rows':>7}  {'labels':<34} {'sha256':<12}  source")
+    for r in records:
+        if r["missing"]:
+            print(f"{r['task']:<6} {r['split']:<22} {'MISSING':>7}  (not found locally"
+                  f"{' or on the Hub' if args.hub else ''})")
+        else:
+            print(f"{r['task']:<6} {r['split']:<22} {r['rows']:>7}  {r['labels']:<34} "
+                  f"{r['sha256'][:12]}  {r['source']}")
+    print(f"\n{len(records) - missing} splits found, {missing} missing.")
+    return 0
+
+
+def cmd_eval(argv: list[str]) -> int:
+    """Run lm-eval's ``run`` with our tasks and models registered; data checked before the model."""
+    from glue_sparse_tasks.eval_cli import run_lm_eval
+
+    return run_lm_eval(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="glue-sparse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("data", help="show which GLUE splits are available, with rows, labels, "
+                                    "source and fingerprint")
+    p.add_argument("--data-dir", help="local GLUE folder (else $GLUE_SPARSE_DATA_DIR, then the Hub)")
+    p.add_argument("--tasks", default="all", help="comma-separated task names, or 'all'")
+    p.add_argument("--no-hub", dest="hub", action="store_false",
+                   help="never ask the Hugging Face Hub (faster offline)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(func=cmd_data)
+    sub.add_parser("eval", help="lm-eval run with glue_sparse tasks and models registered "
+                                "(same arguments as `lm_eval run`)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["eval"]:
+        return cmd_eval(argv[1:])
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""``glue-sparse eval``: ``lm_eval run`` with our tasks and models registered explicitly.
+
+It also checks that every requested ``glue_sparse_*`` task has data *before* lm-eval builds the
+model (lm-eval itself loads data only after the model), so a missing split fails in a second.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from glue_sparse_tasks.tasks.utils import _SOURCES
+
+GROUP_MEMBERS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
+
+
+def _option(argv: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def requested_glue_tasks(tasks_arg: str | None) -> list[str]:
+    """The glue_task names behind ``--tasks`` (the group expands to its eight members)."""
+    out: list[str] = []
+    for name in (tasks_arg or "").split(","):
+        name = name.strip()
+        if name == "glue_sparse":
+            out += GROUP_MEMBERS
+        elif name.startswith("glue_sparse_"):
+            out.append(name[len("glue_sparse_"):])
+    return list(dict.fromkeys(out))
+
+
+def precheck_data(argv: list[str]) -> None:
+    """Raise ``GlueDataError`` naming the task and every place looked if any data is missing."""
+    from glue_sparse_tasks.data import load_glue_rows
+    from glue_sparse_tasks.local_formats import GlueDataError
+
+    metadata = _option(argv, "--metadata")
+    data_dir = None
+    if metadata:
+        meta = json.loads(Path(metadata).read_text() if Path(metadata).is_file() else metadata)
+        data_dir = meta.get("data_dir")
+    for glue_task in requested_glue_tasks(_option(argv, "--tasks", "-t")):
+        task, split = _SOURCES.get(glue_task, (glue_task, "validation"))
+        try:
+            load_glue_rows(task, split, data_dir=data_dir)
+        except GlueDataError as exc:
+            raise GlueDataError(f"task glue_sparse_{glue_task}: {exc}") from None
+
+
+def run_lm_eval(argv: list[str]) -> int:
+    from glue_sparse_tasks.lm_eval_hook import activate
+    from glue_sparse_tasks.local_formats import GlueDataError
+
+    if argv[:1] == ["run"]:
+        argv = argv[1:]
+    if "-h" not in argv and "--help" not in argv:
+        try:
+            precheck_data(argv)
+        except GlueDataError as exc:
+            print(f"glue-sparse eval: {exc}", file=sys.stderr)
+            return 2
+    activate()
+    from lm_eval.__main__ import cli_evaluate
+
+    sys.argv = ["lm_eval", "run", *argv]
+    cli_evaluate()
+    return 0

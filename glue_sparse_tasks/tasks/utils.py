@@ -1,0 +1,119 @@
+"""Functions the ``glue_sparse_*`` task YAMLs point at with ``!function``.
+
+Data comes from the package's data layer; every aggregation is a thin call into
+``glue_sparse_tasks.scoring`` (no bootstrap: lm-eval only bootstraps its own registered metrics).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from glue_sparse_tasks import scoring
+from glue_sparse_tasks.data import load_glue_split
+from glue_sparse_tasks.glue_tasks import MNLI_SOURCE_COLUMN, POOLED_SPLIT
+
+# lm-eval task's glue_task -> (data-layer task, split).
+_SOURCES = {
+    "mnli": ("mnli", POOLED_SPLIT),
+    "mnli_matched": ("mnli", "validation_matched"),
+    "mnli_mismatched": ("mnli", "validation_mismatched"),
+}
+
+# Per-doc values each task emits; must equal the metric names of its YAML's metric_list.
+TASK_METRICS: dict[str, tuple[str, ...]] = {
+    "cola": ("acc", "mcc", "glue_score"),
+    "sst2": ("acc", "glue_score"),
+    "mrpc": ("acc", "f1", "glue_score"),
+    "qqp": ("acc", "f1", "glue_score"),
+    "stsb": ("pearson", "spearman", "glue_score"),
+    "mnli": ("acc", "acc_matched", "acc_mismatched", "glue_score"),
+    "mnli_matched": ("acc", "glue_score"),
+    "mnli_mismatched": ("acc", "glue_score"),
+    "qnli": ("acc", "glue_score"),
+    "rte": ("acc", "glue_score"),
+    "wnli": ("acc", "glue_score"),
+}
+
+STSB_CHOICES = tuple(str(i) for i in range(6))
+
+
+def load_docs(glue_task: str, data_dir: str | None = None, **_metadata) -> dict:
+    """``custom_dataset`` hook: the task's validation docs, with a ``glue_task`` column.
+
+    ``data_dir`` comes from ``--metadata '{"data_dir": ...}'``; otherwise the data layer falls back
+    to ``$GLUE_SPARSE_DATA_DIR`` and then the Hub. Other metadata (model args, version) is ignored.
+    """
+    task, split = _SOURCES.get(glue_task, (glue_task, "validation"))
+    ds = load_glue_split(task, split, data_dir=data_dir)
+    ds = ds.add_column("glue_task", [glue_task] * len(ds))
+    return {"validation": ds}
+
+
+def stsb_target(doc: dict) -> int:
+    """The choice nearest the gold similarity (only used for few-shot examples)."""
+    return int(round(float(doc["label"])))
+
+
+def _softmax(logliks: Sequence[float]) -> list[float]:
+    top = max(logliks)
+    exps = [math.exp(x - top) for x in logliks]
+    total = sum(exps)
+    return [e / total for e in exps]
+
+
+def process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict:
+    """Turn one doc's choice log-likelihoods into the per-doc values its metrics aggregate.
+
+    Classification: the argmax choice is the prediction. STS-B: the expected value
+    Σ p_i·i over the normalised probabilities of the choices "0".."5".
+    """
+    task = doc["glue_task"]
+    logliks = [float(r[0]) for r in results]
+    gold = doc["label"]
+    if task == "stsb":
+        pred: float = sum(i * p for i, p in enumerate(_softmax(logliks)))
+        pair = (pred, float(gold))
+        return {name: pair for name in TASK_METRICS[task]}
+    pred = max(range(len(logliks)), key=logliks.__getitem__)
+    out: dict = {"acc": float(pred == gold)}
+    for name in TASK_METRICS[task][1:]:
+        out[name] = (pred, int(gold), doc.get(MNLI_SOURCE_COLUMN))
+    return out
+
+
+def _split(items: Sequence[tuple]) -> tuple[list, list]:
+    return [it[0] for it in items], [it[1] for it in items]
+
+
+def accuracy(items: Sequence[tuple]) -> float:
+    return scoring.accuracy(*_split(items))
+
+
+def f1(items: Sequence[tuple]) -> float:
+    return scoring.binary_f1(*_split(items))
+
+
+def mcc(items: Sequence[tuple]) -> float:
+    return scoring.mcc(*_split(items))
+
+
+def pearson(items: Sequence[tuple]) -> float:
+    return scoring.pearson(*_split(items))
+
+
+def spearman(items: Sequence[tuple]) -> float:
+    return scoring.spearman(*_split(items))
+
+
+def _accuracy_of(source: str, items: Sequence[tuple]) -> float:
+    part = [it for it in items if it[2] == source]
+    return scoring.accuracy(*_split(part)) if part else math.nan
+
+
+def accuracy_matched(items: Sequence[tuple]) -> float:
+    return _accuracy_of("matched", items)
+
+
+def accuracy_mismatched(items: Sequence[tuple]) -> float:
+    return _accuracy_of("mismatched", items)
