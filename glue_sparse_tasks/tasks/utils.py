@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from glue_sparse_tasks import scoring
 from glue_sparse_tasks.data import load_glue_split
 from glue_sparse_tasks.glue_tasks import MNLI_SOURCE_COLUMN, POOLED_SPLIT
+from glue_sparse_tasks.local_formats import GlueDataError
 
 # lm-eval task's glue_task -> (data-layer task, split).
 _SOURCES = {
@@ -45,7 +46,10 @@ def load_docs(glue_task: str, data_dir: str | None = None, **_metadata) -> dict:
     to ``$GLUE_SPARSE_DATA_DIR`` and then the Hub. Other metadata (model args, version) is ignored.
     """
     task, split = _SOURCES.get(glue_task, (glue_task, "validation"))
-    ds = load_glue_split(task, split, data_dir=data_dir)
+    try:
+        ds = load_glue_split(task, split, data_dir=data_dir)
+    except GlueDataError as exc:
+        raise GlueDataError(f"lm-eval task glue_sparse_{glue_task}: {exc}") from None
     ds = ds.add_column("glue_task", [glue_task] * len(ds))
     return {"validation": ds}
 
