@@ -29,6 +29,8 @@ LIMITED_TRAIN_ROWS = 10_000
 """The limited-data regime: the first N training rows in stored order."""
 
 _PROVENANCE_TAG = "glue_sparse provenance: "
+_hub_unreachable: str | None = None
+"""Set after a connection failure, so one offline process pays the Hub time-out once."""
 
 
 @dataclass(frozen=True)
@@ -111,12 +113,20 @@ def _read_hub(task: GlueTask, split: str, looked: list[str]) -> tuple[list[Row],
     if _hub_offline():
         looked.append(f"{where}: skipped, HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
         return None
+    global _hub_unreachable
+    if _hub_unreachable:
+        looked.append(f"{where}: skipped, the Hub was unreachable earlier in this process "
+                      f"({_hub_unreachable})")
+        return None
     import datasets
 
     try:
         ds = datasets.load_dataset(HUB_DATASET, task.name, split=split)
     except Exception as exc:  # offline, missing split, auth: all mean "not here"
-        looked.append(f"{where}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if "Connection" in type(exc).__name__ or "Couldn't reach" in str(exc) or "Timeout" in reason:
+            _hub_unreachable = reason  # don't wait for the same time-out once per split
+        looked.append(f"{where}: {reason}")
         return None
     located = ((f"{where} row {i}", dict(r)) for i, r in enumerate(ds))
     return _validate(task, split, located), f"hub:{HUB_DATASET}"

@@ -118,7 +118,8 @@ def test_tiny_gpt2_runs_every_task_through_hf(tiny_gpt2, glue_fixture_dir):
 
 
 def _cli_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "GLUE_SPARSE_NO_HOOK"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GLUE_SPARSE_NO_HOOK", "GLUE_SPARSE_DATA_DIR")}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **extra)
     return env
 
