@@ -18,14 +18,14 @@ import time
 from pathlib import Path
 
 from glue_sparse_tasks.data import load_glue_rows
-from glue_sparse_tasks.tasks.utils import _SOURCES
+from glue_sparse_tasks.tasks.utils import data_source
 from sparse_models.packaged import smollm2_path
 
 TASKS = ("sst2", "cola", "mrpc", "stsb", "mnli", "qnli", "rte", "wnli")
 
 
 def chance(task: str, data_dir: str, limit: int) -> str:
-    name, split = _SOURCES.get(task, (task, "validation"))
+    name, split = data_source(task)
     rows, _ = load_glue_rows(name, split, data_dir=data_dir, limit=limit, use_hub=False)
     if task in ("stsb", "cola"):
         return "0 (pearson)" if task == "stsb" else "0 (mcc)"

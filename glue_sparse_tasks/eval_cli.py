@@ -10,9 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from glue_sparse_tasks.tasks.utils import _SOURCES
-
-GROUP_MEMBERS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
+from glue_sparse_tasks.glue_tasks import GLUE8
+from glue_sparse_tasks.tasks.utils import data_source
 
 
 def _option(argv: list[str], *names: str) -> str | None:
@@ -31,7 +30,7 @@ def requested_glue_tasks(tasks_arg: str | None) -> list[str]:
     for name in (tasks_arg or "").split(","):
         name = name.strip()
         if name == "glue_sparse":
-            out += GROUP_MEMBERS
+            out += GLUE8  # the group's members
         elif name.startswith("glue_sparse_"):
             out.append(name[len("glue_sparse_"):])
     return list(dict.fromkeys(out))
@@ -48,7 +47,7 @@ def precheck_data(argv: list[str]) -> None:
         meta = json.loads(Path(metadata).read_text() if Path(metadata).is_file() else metadata)
         data_dir = meta.get("data_dir")
     for glue_task in requested_glue_tasks(_option(argv, "--tasks", "-t")):
-        task, split = _SOURCES.get(glue_task, (glue_task, "validation"))
+        task, split = data_source(glue_task)
         try:
             load_glue_rows(task, split, data_dir=data_dir)
         except GlueDataError as exc:

@@ -195,12 +195,6 @@ CONVENTIONS: dict[str, Convention] = {
     )
 }
 
-PRIMARY_METRIC: dict[str, str] = {
-    task: keys[0].split("_", 1)[1] for task, keys in CONVENTIONS["default"].entries.items()
-}
-"""Each task's metric in the default GLUE average (``cola`` -> ``mcc``, ``mnli`` -> pooled acc)."""
-PRIMARY_METRIC["wnli"] = "accuracy"
-
 
 def get_convention(name: str) -> Convention:
     try:

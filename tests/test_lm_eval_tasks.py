@@ -15,10 +15,11 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from glue_sparse_tasks import TASKS_DIR
+from glue_sparse_tasks.glue_tasks import GLUE8
 from glue_sparse_tasks.tasks.utils import TASK_METRICS
 from lm_eval_helpers import OracleLM, answer, run_tasks
 
-GROUP = ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte"]
+GROUP = list(GLUE8)
 EXTRA = ["mnli_matched", "mnli_mismatched", "wnli"]
 ALL_TASKS = ["glue_sparse"] + [f"glue_sparse_{t}" for t in EXTRA]
 
@@ -35,6 +36,8 @@ def test_yaml_metric_lists_match_process_results():
         text = Path(TASKS_DIR, f"glue_sparse_{task}.yaml").read_text().replace("!function", "")
         listed = [m["metric"] for m in yaml.safe_load(text)["metric_list"]]
         assert tuple(listed) == names, task
+    group = yaml.safe_load(Path(TASKS_DIR, "glue_sparse.yaml").read_text())
+    assert group["task"] == [f"glue_sparse_{t}" for t in GLUE8]
 
 
 def test_oracle_scores_one_everywhere(glue_fixture_dir):

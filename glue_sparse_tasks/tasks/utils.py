@@ -14,7 +14,7 @@ from glue_sparse_tasks.data import load_glue_split
 from glue_sparse_tasks.glue_tasks import MNLI_SOURCE_COLUMN, POOLED_SPLIT
 from glue_sparse_tasks.local_formats import GlueDataError
 
-# lm-eval task's glue_task -> (data-layer task, split).
+# lm-eval task's glue_task -> (data-layer task, split); other tasks read ("<task>", "validation").
 _SOURCES = {
     "mnli": ("mnli", POOLED_SPLIT),
     "mnli_matched": ("mnli", "validation_matched"),
@@ -39,13 +39,18 @@ TASK_METRICS: dict[str, tuple[str, ...]] = {
 STSB_CHOICES = tuple(str(i) for i in range(6))
 
 
+def data_source(glue_task: str) -> tuple[str, str]:
+    """The data-layer (task, split) behind a task's ``glue_task`` name."""
+    return _SOURCES.get(glue_task, (glue_task, "validation"))
+
+
 def load_docs(glue_task: str, data_dir: str | None = None, **_metadata) -> dict:
     """``custom_dataset`` hook: the task's validation docs, with a ``glue_task`` column.
 
     ``data_dir`` comes from ``--metadata '{"data_dir": ...}'``; otherwise the data layer falls back
     to ``$GLUE_SPARSE_DATA_DIR`` and then the Hub. Other metadata (model args, version) is ignored.
     """
-    task, split = _SOURCES.get(glue_task, (glue_task, "validation"))
+    task, split = data_source(glue_task)
     try:
         ds = load_glue_split(task, split, data_dir=data_dir)
     except GlueDataError as exc:
