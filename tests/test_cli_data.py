@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 
 from glue_sparse_tasks.cli import main
 
@@ -23,7 +23,7 @@ def test_data_command_marks_missing(glue_fixture_dir, capsys):
 def test_console_script_on_real_data(shared_glue_dir):
     out = subprocess.run(["glue-sparse", "data", "--data-dir", str(shared_glue_dir)],
                          capture_output=True, text=True, check=True,
-                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"}).stdout
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}).stdout
     lines = {tuple(line.split()[:2]): line for line in out.splitlines() if line.strip()}
     assert lines[("qqp", "validation")].split()[2] == "MISSING"
     assert lines[("qqp", "train")].split()[2] == "MISSING"
