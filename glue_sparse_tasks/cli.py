@@ -1,4 +1,5 @@
-"""The ``glue-sparse`` command: ``data`` (what GLUE data is where) and ``eval`` (lm-eval, registered)."""
+"""The ``glue-sparse`` command: ``data`` (what GLUE data is where), ``eval`` (lm-eval, registered) and
+``speed`` (dense vs pruned latency)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="never ask the Hugging Face Hub (faster offline)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_data)
+    p = sub.add_parser("speed", help="dense vs physically pruned CPU latency and FLOP ratios "
+                                     "(default: packaged MiniLM)")
+    from glue_sparse_tasks import speed_cli
+
+    speed_cli.add_arguments(p)
+    p.set_defaults(func=speed_cli.run)
     sub.add_parser("eval", help="lm-eval run with glue_sparse tasks and models registered "
                                 "(same arguments as `lm_eval run`)", add_help=False)
     return parser

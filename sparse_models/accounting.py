@@ -1,0 +1,133 @@
+"""Parameter accounting: the one function every report, log and results file uses."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from torch import nn
+
+__all__ = ["ParameterAccounting", "parameter_accounting"]
+
+_ADAPTER_MARKERS = ("sparse_gates_", "lora_", ".modules_to_save.")
+
+
+@dataclass(frozen=True)
+class ParameterAccounting:
+    """Counts for one model. Removal uses kept-rows x kept-columns arithmetic per matrix.
+
+    ``removed_share_of_gated`` is relative to the weights of gated matrices; ``removed_share_of_total``
+    to every parameter of the dense model (embeddings and head included). Closing 40% of rows and
+    40% of columns removes 64% of a matrix: target sparsity is not parameter removal.
+    """
+
+    dense_parameters: int
+    remaining_parameters: int
+    trainable_parameters: int | None
+    gated_modules: int
+    gated_weights: int
+    removed_weights: int
+    removed_gated_weights: int
+    removed_parameters: int
+    closed_rows: int
+    total_rows: int
+    closed_cols: int
+    total_cols: int
+
+    @property
+    def closed_row_fraction(self) -> float:
+        return self.closed_rows / self.total_rows if self.total_rows else 0.0
+
+    @property
+    def closed_col_fraction(self) -> float:
+        return self.closed_cols / self.total_cols if self.total_cols else 0.0
+
+    @property
+    def removed_share_of_gated(self) -> float:
+        return self.removed_gated_weights / self.gated_weights if self.gated_weights else 0.0
+
+    @property
+    def removed_share_of_total(self) -> float:
+        return self.removed_parameters / self.dense_parameters if self.dense_parameters else 0.0
+
+    @property
+    def trainable_share(self) -> float | None:
+        if self.trainable_parameters is None or not self.dense_parameters:
+            return None
+        return self.trainable_parameters / self.dense_parameters
+
+    def to_dict(self) -> dict[str, Any]:
+        """Raw counts plus every derived share, ready for JSON."""
+        out = asdict(self)
+        for name in ("closed_row_fraction", "closed_col_fraction", "removed_share_of_gated",
+                     "removed_share_of_total", "trainable_share"):
+            out[name] = getattr(self, name)
+        return out
+
+
+def _from_records(
+    records: Mapping[str, Mapping[str, Any]],
+    dense_parameters: int,
+    trainable: int | None,
+    gate_counts: Mapping[str, int],
+) -> ParameterAccounting:
+    gated = [r for r in records.values() if r["gated"]]
+    removed_weights = sum(r["out_features"] * r["in_features"] - r["kept_out"] * r["kept_in"] for r in records.values())
+    removed_gated = sum(r["out_features"] * r["in_features"] - r["kept_out"] * r["kept_in"] for r in gated)
+    removed_bias = sum(r["out_features"] - r["kept_out"] for r in records.values() if r["bias"])
+    removed = removed_weights + removed_bias
+    return ParameterAccounting(
+        dense_parameters=dense_parameters,
+        remaining_parameters=dense_parameters - removed,
+        trainable_parameters=trainable,
+        gated_modules=len(gated),
+        gated_weights=sum(r["out_features"] * r["in_features"] for r in gated),
+        removed_weights=removed_weights,
+        removed_gated_weights=removed_gated,
+        removed_parameters=removed,
+        closed_rows=int(gate_counts.get("closed_rows", 0)),
+        total_rows=int(gate_counts.get("total_rows", 0)),
+        closed_cols=int(gate_counts.get("closed_cols", 0)),
+        total_cols=int(gate_counts.get("total_cols", 0)),
+    )
+
+
+def _dense_parameter_count(model: nn.Module) -> int:
+    """Parameters of the underlying dense model: adapter tensors and PEFT's head copies excluded."""
+    seen: set[int] = set()
+    total = 0
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen or any(marker in name for marker in _ADAPTER_MARKERS):
+            continue
+        seen.add(id(param))
+        total += param.numel()
+    return total
+
+
+def parameter_accounting(model: nn.Module, trainable_parameters: int | None = None) -> ParameterAccounting:
+    """Accounting for a gated PEFT model, a pruned ``SparseGated*`` model or any plain model.
+
+    For a gated model the removal is what ``merge_and_unload()`` would remove (same plan). For a
+    pruned model it is read from its config. ``trainable_parameters`` overrides the count of
+    parameters with ``requires_grad`` (a pruned model records the count from its training run).
+    """
+    from .modeling_sparse_gated import SparseGatedPreTrainedModel
+    from .pruning import plan_pruning, unwrap_gated_model
+    from .sparse_gates.layer import SparseGatesLayer
+
+    if isinstance(model, SparseGatedPreTrainedModel):
+        config = model.config
+        trainable = trainable_parameters if trainable_parameters is not None else config.trainable_parameters
+        return _from_records(config.pruned_modules, config.dense_parameters, trainable, config.gate_counts)
+
+    trainable = trainable_parameters
+    if trainable is None:
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    dense = _dense_parameter_count(model)
+    inner = unwrap_gated_model(model)
+    if not any(isinstance(m, SparseGatesLayer) for m in inner.modules()):
+        return _from_records({}, dense, trainable, {})
+    plan = plan_pruning(inner)
+    gate_counts = {"closed_rows": plan.closed_rows, "total_rows": plan.total_rows,
+                   "closed_cols": plan.closed_cols, "total_cols": plan.total_cols}
+    return _from_records({n: p.record() for n, p in plan.modules.items()}, dense, trainable, gate_counts)

@@ -1,0 +1,78 @@
+"""``PrunedLinear``: a linear layer that computes only its kept rows and reads only its kept columns."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class PrunedLinear(nn.Module):
+    """y = W'[kept_out, kept_in] x[..., kept_in] + b'[kept_out], optionally scattered back to full width.
+
+    ``gather_in``: the input arrives at full width and the kept columns are selected. Without it the
+    input already has exactly ``kept_in`` features (a narrowed producer upstream).
+    ``scatter_out``: the output is written into zeros of the full width (the residual stream or an
+    attention reshape needs it). Without it the narrow output feeds a chained consumer directly.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        kept_in: int,
+        kept_out: int,
+        gather_in: bool,
+        scatter_out: bool,
+        bias: bool,
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.gather_in, self.scatter_out = gather_in, scatter_out
+        self.weight = nn.Parameter(torch.zeros(kept_out, kept_in))
+        self.bias = nn.Parameter(torch.zeros(kept_out)) if bias else None
+        if gather_in:
+            self.register_buffer("in_index", torch.zeros(kept_in, dtype=torch.long))
+        if scatter_out:
+            self.register_buffer("out_index", torch.zeros(kept_out, dtype=torch.long))
+        # Weights come from pruning or from a checkpoint, never from a random initialiser.
+        self._is_hf_initialized = True
+
+    @classmethod
+    def from_dense(
+        cls,
+        weight_out_in: torch.Tensor,
+        bias: torch.Tensor | None,
+        kept_in: torch.Tensor,
+        kept_out: torch.Tensor,
+        gather_in: bool,
+        scatter_out: bool,
+    ) -> "PrunedLinear":
+        out_features, in_features = weight_out_in.shape
+        layer = cls(in_features, out_features, len(kept_in), len(kept_out), gather_in, scatter_out, bias is not None)
+        layer.to(dtype=weight_out_in.dtype, device=weight_out_in.device)
+        with torch.no_grad():
+            layer.weight.copy_(weight_out_in.index_select(0, kept_out).index_select(1, kept_in))
+            if bias is not None:
+                layer.bias.copy_(bias.index_select(0, kept_out))
+            if gather_in:
+                layer.in_index.copy_(kept_in)
+            if scatter_out:
+                layer.out_index.copy_(kept_out)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gather_in:
+            x = x.index_select(-1, self.in_index)
+        y = F.linear(x, self.weight, self.bias)
+        if not self.scatter_out:
+            return y
+        out = y.new_zeros(*y.shape[:-1], self.out_features)
+        return out.index_copy_(-1, self.out_index, y)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"kept_in={self.weight.shape[1]}, kept_out={self.weight.shape[0]}, "
+            f"gather_in={self.gather_in}, scatter_out={self.scatter_out}, bias={self.bias is not None}"
+        )

@@ -1,0 +1,233 @@
+"""Pruning plans from evaluation gates, and physical removal of closed rows and columns.
+
+``plan_pruning`` is the single place that decides what goes: parameter accounting and
+``merge_and_unload`` both read its plan, so the reported removal is exactly what is removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+from transformers.pytorch_utils import Conv1D
+
+from .architectures import Chain, chains_for
+from .pruned_linear import PrunedLinear
+from .sparse_gates.layer import SparseGatesLayer
+
+__all__ = ["ModulePlan", "PruningPlan", "plan_pruning", "prune_dense_model", "unwrap_gated_model"]
+
+
+@dataclass
+class ModulePlan:
+    """What one linear layer keeps. Indices are sorted; counts are what the accounting reads."""
+
+    name: str
+    out_features: int
+    in_features: int
+    kept_out: torch.Tensor
+    kept_in: torch.Tensor
+    gather_in: bool
+    scatter_out: bool
+    has_bias: bool
+    gated: bool
+
+    @property
+    def changed(self) -> bool:
+        return len(self.kept_out) < self.out_features or len(self.kept_in) < self.in_features
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-able shape record stored in ``SparseGatedConfig.pruned_modules``."""
+        return {
+            "out_features": self.out_features,
+            "in_features": self.in_features,
+            "kept_out": len(self.kept_out),
+            "kept_in": len(self.kept_in),
+            "gather_in": self.gather_in,
+            "scatter_out": self.scatter_out,
+            "bias": self.has_bias,
+            "gated": self.gated,
+        }
+
+
+@dataclass
+class PruningPlan:
+    """Per-module plans plus gate-level counts (rows/columns whose own gate is closed)."""
+
+    modules: dict[str, ModulePlan]
+    closed_rows: int
+    total_rows: int
+    closed_cols: int
+    total_cols: int
+    model_type: str
+    trainable_parameters: int | None = None
+
+
+def unwrap_gated_model(model: nn.Module) -> nn.Module:
+    """The transformers model inside a ``PeftModel`` or tuner, or ``model`` itself."""
+    from peft import PeftModel
+    from peft.tuners.tuners_utils import BaseTuner
+
+    if isinstance(model, PeftModel):
+        model = model.base_model
+    if isinstance(model, BaseTuner):
+        model = model.model
+    return model
+
+
+def _weight_out_in(module: nn.Module) -> torch.Tensor:
+    """The (out, in) weight of an ``nn.Linear`` or a GPT-2 ``Conv1D`` (which stores in x out)."""
+    return module.weight.T if isinstance(module, Conv1D) else module.weight
+
+
+def _activation_maps_zero_to_zero(config: Any) -> bool:
+    name = getattr(config, "hidden_act", None) or getattr(config, "activation_function", None)
+    if not isinstance(name, str) or name not in ACT2FN:
+        return False
+    return bool(ACT2FN[name](torch.zeros(1)).abs().max() == 0)
+
+
+def _linear_shape(module: nn.Module) -> tuple[int, int] | None:
+    if isinstance(module, SparseGatesLayer):
+        return module.out_features, module.in_features
+    if isinstance(module, nn.Linear):
+        return module.out_features, module.in_features
+    if isinstance(module, Conv1D):
+        in_features, out_features = module.weight.shape
+        return out_features, in_features
+    return None
+
+
+def plan_pruning(model: nn.Module) -> PruningPlan:
+    """Decide, from the deterministic evaluation gates, which rows and columns every layer keeps.
+
+    A row or column goes when its own gate is exactly 0, or when a chain makes it dead: a consumer
+    column fed only by a closed producer row, or (for narrow FFN chains) a producer row that the
+    consumer no longer reads.
+    """
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    model = unwrap_gated_model(model)
+    named = dict(model.named_modules())
+    gated = {n: m for n, m in named.items() if isinstance(m, SparseGatesLayer)}
+    out_mask: dict[str, torch.Tensor] = {}
+    in_mask: dict[str, torch.Tensor] = {}
+    closed_rows = total_rows = closed_cols = total_cols = 0
+    for name, layer in gated.items():
+        col, row = layer.eval_gates()
+        out_mask[name], in_mask[name] = (row > 0).cpu(), (col > 0).cpu()
+        closed_rows += int((row == 0).sum())
+        closed_cols += int((col == 0).sum())
+        total_rows += row.numel()
+        total_cols += col.numel()
+
+    model_type = getattr(getattr(model, "config", None), "model_type", "unknown")
+    zero_act = _activation_maps_zero_to_zero(getattr(model, "config", None))
+    narrow_out: set[str] = set()
+    narrow_in: set[str] = set()
+    for chain in chains_for(model_type):
+        if chain.needs_zero_activation and not zero_act:
+            continue
+        for consumer in _chain_consumers(named, chain):
+            prefix = consumer[: len(consumer) - len(chain.consumer)]
+            producers = [prefix + p for p in chain.producers]
+            members = [*producers, consumer]
+            if any(_linear_shape(named.get(m)) is None for m in members if m in named) or any(
+                m not in named for m in members
+            ):
+                continue
+            if not any(m in gated for m in members):
+                continue
+            for m in members:
+                if m not in out_mask:
+                    out_features, in_features = _linear_shape(named[m])
+                    out_mask[m] = torch.ones(out_features, dtype=torch.bool)
+                    in_mask[m] = torch.ones(in_features, dtype=torch.bool)
+            if chain.mutual:
+                (key,) = producers
+                q_width, k_width = len(out_mask[consumer]), len(out_mask[key])
+                key_for_query = _expand_to_query_heads(out_mask[key], q_width, model.config)
+                out_mask[consumer] = out_mask[consumer] & key_for_query
+                if q_width == k_width:
+                    out_mask[key] = out_mask[key] & out_mask[consumer]
+            elif chain.narrow:
+                keep = in_mask[consumer].clone()
+                for p in producers:
+                    keep &= out_mask[p]
+                for p in producers:
+                    out_mask[p] = keep.clone()
+                    narrow_out.add(p)
+                in_mask[consumer] = keep
+                narrow_in.add(consumer)
+            else:
+                for p in producers:
+                    dead_source = _expand_to_query_heads(out_mask[p], len(in_mask[consumer]), model.config)
+                    in_mask[consumer] = in_mask[consumer] & dead_source
+
+    plans: dict[str, ModulePlan] = {}
+    for name in out_mask:
+        module = named[name]
+        out_features, in_features = _linear_shape(module)
+        base = module.get_base_layer() if isinstance(module, SparseGatesLayer) else module
+        kept_out = torch.nonzero(out_mask[name]).flatten()
+        kept_in = torch.nonzero(in_mask[name]).flatten()
+        plans[name] = ModulePlan(
+            name=name,
+            out_features=out_features,
+            in_features=in_features,
+            kept_out=kept_out,
+            kept_in=kept_in,
+            gather_in=name not in narrow_in and len(kept_in) < in_features,
+            scatter_out=name not in narrow_out and len(kept_out) < out_features,
+            has_bias=getattr(base, "bias", None) is not None,
+            gated=name in gated,
+        )
+    return PruningPlan(plans, closed_rows, total_rows, closed_cols, total_cols, model_type, trainable)
+
+
+def _expand_to_query_heads(value_mask: torch.Tensor, width: int, config: Any) -> torch.Tensor:
+    """Map a value-row mask to the attention-output columns it feeds (grouped-query attention repeats
+    each key/value head for several query heads)."""
+    if len(value_mask) == width:
+        return value_mask
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = len(value_mask) // head_dim
+    if kv_heads * head_dim != len(value_mask) or width % len(value_mask):
+        return torch.ones(width, dtype=torch.bool)  # unknown layout: remove nothing extra
+    return value_mask.view(kv_heads, head_dim).repeat_interleave(width // len(value_mask), dim=0).flatten()
+
+
+def _chain_consumers(named: dict[str, nn.Module], chain: Chain) -> list[str]:
+    return [n for n in named if n == chain.consumer or n.endswith("." + chain.consumer)]
+
+
+def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    setattr(parent, child, new)
+
+
+@torch.no_grad()
+def prune_dense_model(dense: nn.Module, plan: PruningPlan) -> nn.Module:
+    """Swap every changed layer of the (gate-folded) dense model for a ``PrunedLinear``, then wrap it
+    in the matching ``SparseGated*`` class whose config records what was kept."""
+    from .modeling_sparse_gated import wrap_pruned
+
+    dense_parameters = sum(p.numel() for p in dense.parameters())
+    trainable = plan.trainable_parameters
+    for module_plan in plan.modules.values():
+        if not module_plan.changed:
+            continue
+        module = dense.get_submodule(module_plan.name)
+        pruned = PrunedLinear.from_dense(
+            _weight_out_in(module).detach(),
+            None if module.bias is None else module.bias.detach(),
+            module_plan.kept_in.to(module.weight.device),
+            module_plan.kept_out.to(module.weight.device),
+            module_plan.gather_in,
+            module_plan.scatter_out,
+        )
+        replace_module(dense, module_plan.name, pruned)
+    return wrap_pruned(dense, plan, dense_parameters, trainable)

@@ -1,0 +1,135 @@
+"""The gated linear layer: y = (W (x * g_c) + b) * g_r, one gate per input column and output row."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional
+
+import torch
+from peft.tuners.tuners_utils import BaseTunerLayer, check_adapters_to_merge
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+from .. import gates
+from .config import SparseGatesConfig
+
+
+class SparseGatesLayer(BaseTunerLayer):
+    """Holds the row and column gate logits per adapter; the wrapped layer stays frozen."""
+
+    adapter_layer_names = ("sparse_gates_row", "sparse_gates_col")
+    other_param_names = ("noise_std",)
+
+    def __init__(self, base_layer: nn.Module, **kwargs: Any) -> None:
+        self.base_layer = base_layer
+        self.sparse_gates_row = nn.ParameterDict({})
+        self.sparse_gates_col = nn.ParameterDict({})
+        self.noise_std: dict[str, float] = {}
+        self._disable_adapters = False
+        self.merged_adapters: list[str] = []
+        self._unmerged: dict[str, tuple[torch.Tensor, Optional[torch.Tensor]]] = {}
+        inner = self.get_base_layer()
+        if isinstance(inner, nn.Linear):
+            self.in_features, self.out_features = inner.in_features, inner.out_features
+        elif isinstance(inner, Conv1D):
+            self.in_features, self.out_features = inner.weight.shape
+        else:
+            raise TypeError(f"sparse gates support nn.Linear and transformers Conv1D, not {type(inner).__name__}")
+
+    def update_layer(self, adapter_name: str, config: SparseGatesConfig, **kwargs: Any) -> None:
+        self.sparse_gates_row[adapter_name] = nn.Parameter(
+            gates.init_gate_logits(self.out_features, config.init_mean, config.init_std)
+        )
+        self.sparse_gates_col[adapter_name] = nn.Parameter(
+            gates.init_gate_logits(self.in_features, config.init_mean, config.init_std)
+        )
+        self.noise_std[adapter_name] = config.noise_std
+        self._move_adapter_to_device_of_base_layer(adapter_name)
+        self.set_adapter(self.active_adapters, inference_mode=config.inference_mode)
+
+    def gate_vectors(self, training: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(column gates, row gates) of the active adapters, multiplied; noisy only in training mode."""
+        training = self.training if training is None else training
+        col = row = None
+        for name in self.active_adapters:
+            if name not in self.sparse_gates_row:
+                continue
+            c = gates.gate_values(self.sparse_gates_col[name], self.noise_std[name], training)
+            r = gates.gate_values(self.sparse_gates_row[name], self.noise_std[name], training)
+            col = c if col is None else col * c
+            row = r if row is None else row * r
+        if col is None:
+            ones_in = torch.ones(self.in_features, device=self.get_base_layer().weight.device)
+            ones_out = torch.ones(self.out_features, device=ones_in.device)
+            return ones_in, ones_out
+        return col, row
+
+    def eval_gates(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Deterministic (column, row) gates, detached: what merging and pruning fold in."""
+        with torch.no_grad():
+            col, row = self.gate_vectors(training=False)
+        return col.detach(), row.detach()
+
+
+class Linear(nn.Module, SparseGatesLayer):
+    """Sparse gates around an ``nn.Linear`` or GPT-2 ``Conv1D`` (possibly already wrapped by LoRA)."""
+
+    def __init__(self, base_layer: nn.Module, adapter_name: str, config: SparseGatesConfig, **kwargs: Any) -> None:
+        super().__init__()
+        SparseGatesLayer.__init__(self, base_layer, **kwargs)
+        self.fan_in_fan_out = isinstance(self.get_base_layer(), Conv1D)
+        self._active_adapter = adapter_name
+        self.update_layer(adapter_name, config=config)
+
+    def merge(self, safe_merge: bool = False, adapter_names: Optional[list[str]] = None) -> None:
+        """Fold the evaluation gates (and a nested LoRA) into the weight: W' = g_r W g_c, b' = g_r b."""
+        adapter_names = check_adapters_to_merge(self, adapter_names)
+        if not adapter_names:
+            return
+        if isinstance(self.base_layer, BaseTunerLayer):
+            self.base_layer.merge(safe_merge=safe_merge)
+        inner = self.get_base_layer()
+        col, row = self.eval_gates()
+        weight = inner.weight.data
+        self._unmerged[",".join(adapter_names)] = (
+            weight.clone(),
+            None if inner.bias is None else inner.bias.data.clone(),
+        )
+        w_out_in = weight.T if self.fan_in_fan_out else weight
+        folded = (row[:, None].to(weight.dtype) * w_out_in * col[None, :].to(weight.dtype))
+        folded = folded.T if self.fan_in_fan_out else folded
+        if safe_merge and not torch.isfinite(folded).all():
+            raise ValueError(f"NaNs or infs while merging sparse gates {adapter_names}")
+        inner.weight.data = folded.contiguous()
+        if inner.bias is not None:
+            inner.bias.data = inner.bias.data * row.to(inner.bias.dtype)
+        self.merged_adapters.extend(adapter_names)
+
+    def unmerge(self) -> None:
+        """Restore the exact weights saved at merge time (division by a closed gate would be undefined)."""
+        if not self.merged:
+            warnings.warn("Already unmerged. Nothing to do.")
+            return
+        inner = self.get_base_layer()
+        key = ",".join(self.merged_adapters)
+        weight, bias = self._unmerged.pop(key)
+        inner.weight.data = weight
+        if bias is not None:
+            inner.bias.data = bias
+        self.merged_adapters = []
+        if isinstance(self.base_layer, BaseTunerLayer) and self.base_layer.merged:
+            self.base_layer.unmerge()
+
+    def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if self.disable_adapters:
+            if self.merged:
+                self.unmerge()
+            return self.base_layer(x, *args, **kwargs)
+        if self.merged:
+            return self.base_layer(x, *args, **kwargs)
+        col, row = self.gate_vectors()
+        result = self.base_layer(x * col.to(x.dtype), *args, **kwargs)
+        return result * row.to(result.dtype)
+
+    def __repr__(self) -> str:
+        return "sparse_gates." + super().__repr__()

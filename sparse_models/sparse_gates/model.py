@@ -1,0 +1,176 @@
+"""``SparseGatesModel``: the PEFT tuner that injects gates, exposes the sparsity loss and prunes."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Optional
+
+import torch
+from peft import LoraConfig, inject_adapter_in_model
+from peft.tuners.tuners_utils import BaseTuner, BaseTunerLayer
+from torch import nn
+
+from .. import gates
+from ..architectures import DEFAULT_TARGET_MODULES, default_target_modules
+from .config import SparseGatesConfig
+from .layer import Linear, SparseGatesLayer
+
+
+class SparseGatesModel(BaseTuner):
+    """FineGates row/column gates on the target linear layers of any transformers model.
+
+    Use through PEFT: ``get_peft_model(model, SparseGatesConfig(...))``. Add
+    ``peft_model.sparsity_loss()`` to the task loss while training; ``merge_and_unload()`` returns
+    the physically pruned ``SparseGated*`` model (``prune=False`` keeps the dense architecture
+    with the gates folded in).
+    """
+
+    prefix: str = "sparse_gates_"
+    tuner_layer_cls = SparseGatesLayer
+    target_module_mapping = {k: list(v) for k, v in DEFAULT_TARGET_MODULES.items()}
+
+    def _prepare_adapter_config(self, peft_config: SparseGatesConfig, model_config: dict) -> SparseGatesConfig:
+        if peft_config.target_modules is None:
+            peft_config.target_modules = set(default_target_modules(model_config.get("model_type", "unknown")))
+        return peft_config
+
+    def _prepare_model(self, peft_config: SparseGatesConfig, model: nn.Module) -> None:
+        """For gates+LoRA, inject PEFT's own LoRA first so each gate wraps a LoRA layer."""
+        if not peft_config.lora_config:
+            return
+        lora = LoraConfig(
+            target_modules=peft_config.target_modules,
+            exclude_modules=peft_config.exclude_modules,
+            **peft_config.lora_config,
+        )
+        inject_adapter_in_model(lora, model, adapter_name=self._injecting_adapter_name(peft_config))
+
+    def _injecting_adapter_name(self, peft_config: SparseGatesConfig) -> str:
+        for name, config in self.peft_config.items():
+            if config is peft_config:
+                return name
+        return "default"
+
+    def _create_and_replace(
+        self,
+        peft_config: SparseGatesConfig,
+        adapter_name: str,
+        target: nn.Module,
+        target_name: str,
+        parent: nn.Module,
+        current_key: str,
+        parameter_name: Optional[str] = None,
+    ) -> None:
+        if isinstance(target, SparseGatesLayer):
+            target.update_layer(adapter_name, config=peft_config)
+            return
+        new_module = Linear(target, adapter_name, config=peft_config)
+        if adapter_name not in self.active_adapters:
+            new_module.requires_grad_(False)
+        self._replace_module(parent, target_name, new_module, target)
+
+    def _replace_module(self, parent: nn.Module, child_name: str, new_module: nn.Module, child: nn.Module) -> None:
+        if not isinstance(new_module, SparseGatesLayer):
+            # Unloading puts back a base layer or a saved head (e.g. RobertaClassificationHead, which has
+            # no .weight for PEFT's generic weight hand-over): nothing to transfer.
+            setattr(parent, child_name, new_module)
+            return
+        super()._replace_module(parent, child_name, new_module, child)
+
+    def _mark_only_adapters_as_trainable(self, model: nn.Module) -> None:
+        super()._mark_only_adapters_as_trainable(model)
+        # Nested LoRA layers are tuner layers too; keep their A/B matrices trainable.
+        for module in model.modules():
+            if isinstance(module, BaseTunerLayer) and not isinstance(module, SparseGatesLayer):
+                for name, param in module.named_parameters():
+                    if name.startswith("lora_"):
+                        param.requires_grad = True
+
+    def _post_injection_hook(self, model: nn.Module, config: SparseGatesConfig, adapter_name: str) -> None:
+        """PEFT restores the pre-existing requires_grad flags after injection; with a nested LoRA that
+        would freeze the gated biases again, so the bias rule is applied once more here."""
+        super()._post_injection_hook(model, config, adapter_name)
+        if config.inference_mode or config.bias == "none":
+            return
+        for name, param in model.named_parameters():
+            if config.bias == "all" and name.endswith("bias"):
+                param.requires_grad = True
+        if config.bias == "sparse_gates_only":
+            for module in model.modules():
+                if isinstance(module, SparseGatesLayer) and module.bias is not None:
+                    module.bias.requires_grad = True
+
+    @classmethod
+    def _remap_adapter_state_dict_for_load(
+        cls, model: nn.Module, config: SparseGatesConfig, adapter_name: str, state_dict: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """Refuse, naming the module, gates saved for a base whose layer shapes differ."""
+        remapped = super()._remap_adapter_state_dict_for_load(model, config, adapter_name, state_dict)
+        current = model.state_dict()
+        for key, tensor in remapped.items():
+            if key in current and current[key].shape != tensor.shape:
+                name = key.removeprefix("base_model.model.")
+                module = re.split(r"\.(?:base_layer|sparse_gates_|lora_|modules_to_save)", name)[0]
+                raise ValueError(
+                    f"Sparse-gate adapter does not fit this base model: module {module!r} has {name[len(module) + 1:]!r} "
+                    f"of shape {tuple(current[key].shape)} in the base model but {tuple(tensor.shape)} in the "
+                    "checkpoint. Load the adapter onto the base it was trained on (see base_model_name_or_path "
+                    "in adapter_config.json)."
+                )
+        return remapped
+
+    # ----------------------------------------------------------------------------------- training
+    def gated_layers(self) -> dict[str, SparseGatesLayer]:
+        """Module name (relative to the transformers model) -> gated layer."""
+        return {n: m for n, m in self.model.named_modules() if isinstance(m, SparseGatesLayer)}
+
+    def sparsity_loss(self, adapter_name: Optional[str] = None) -> torch.Tensor:
+        """lambda * mean over gated layers of |mean P(row open) - keep| + |mean P(col open) - keep|."""
+        name = adapter_name or self.active_adapters[0]
+        config: SparseGatesConfig = self.peft_config[name]
+        penalties = [
+            gates.keep_penalty(layer.sparse_gates_row[name], layer.sparse_gates_col[name],
+                               config.keep_fraction, config.penalty_sigma)
+            for layer in self.gated_layers().values()
+            if name in layer.sparse_gates_row
+        ]
+        if not penalties:
+            raise ValueError(f"adapter {name!r} gates no layer")
+        return config.sparsity_lambda * torch.stack(penalties).mean()
+
+    # ----------------------------------------------------------------------------------- merging
+    def merge_and_unload(
+        self,
+        progressbar: bool = False,
+        safe_merge: bool = False,
+        adapter_names: Optional[list[str]] = None,
+        prune: bool = True,
+    ) -> nn.Module:
+        """Fold the evaluation gates into the weights and, with ``prune=True``, remove closed rows/columns.
+
+        A model in training mode is merged with its deterministic evaluation gates (a warning says so):
+        noisy training gates are never folded.
+        """
+        if self.model.training:
+            warnings.warn(
+                "merge_and_unload() called on a model in training mode: using the deterministic evaluation "
+                "gates clamp(tanh(logit) + 0.5, 0, 1), not noisy training gates.",
+                UserWarning,
+                stacklevel=2,
+            )
+        was_training = self.model.training
+        self.model.eval()
+        if not prune:
+            merged = self._unload_and_optionally_merge(
+                progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names
+            )
+            merged.train(was_training)
+            return merged
+        from ..pruning import plan_pruning, prune_dense_model
+
+        plan = plan_pruning(self.model)
+        dense = self._unload_and_optionally_merge(
+            progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names
+        )
+        return prune_dense_model(dense, plan)

@@ -1,0 +1,302 @@
+"""The sparse-gates PEFT method, its accounting and physical pruning, on tiny random models."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import peft
+import pytest
+import torch
+from peft import LoraConfig, PeftConfig, PeftModel
+from safetensors import safe_open
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+import sparse_models
+from sparse_models import (
+    PrunedLinear,
+    SparseGatedForCausalLM,
+    SparseGatedForSequenceClassification,
+    SparseGatesConfig,
+    gates,
+    parameter_accounting,
+)
+from tests.tiny_models import BUILDERS, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
+
+AUTO = {"SEQ_CLS": AutoModelForSequenceClassification, "CAUSAL_LM": AutoModelForCausalLM}
+PRUNED_CLASS = {"SEQ_CLS": SparseGatedForSequenceClassification, "CAUSAL_LM": SparseGatedForCausalLM}
+
+
+def _inputs(batch: int = 3, length: int = 9, seed: int = 0) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, VOCAB, (batch, length), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[0, length - 3:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _gated(arch: str, lora: LoraConfig | None = None, **config):
+    return peft.get_peft_model(BUILDERS[arch](), SparseGatesConfig(task_type=TASK_TYPES[arch], lora_config=lora,
+                                                                   **config))
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2", "llama"])
+def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, tmp_path):
+    model = _gated(arch)
+    set_gate_pattern(model)
+    model.eval()
+    inputs = _inputs()
+    with torch.no_grad():
+        gated_logits = model(**inputs).logits
+    before = parameter_accounting(model)
+    pruned = model.merge_and_unload()
+    assert isinstance(pruned, PRUNED_CLASS[TASK_TYPES[arch]])
+    assert any(isinstance(m, PrunedLinear) for m in pruned.modules())
+    with torch.no_grad():
+        pruned_logits = pruned(**inputs).logits
+    assert (pruned_logits - gated_logits).abs().max() <= 1e-4
+    # The parameters really went, exactly as the accounting said.
+    assert sum(p.numel() for p in pruned.parameters()) == before.remaining_parameters
+    assert before.removed_share_of_gated > 0.4
+    assert parameter_accounting(pruned) == before
+
+    pruned.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "sparse_gated"
+    reloaded = AUTO[TASK_TYPES[arch]].from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(pruned)
+    with torch.no_grad():
+        assert (reloaded(**inputs).logits - gated_logits).abs().max() <= 1e-4
+
+
+def test_pruning_removes_ffn_and_value_output_chains():
+    model = _gated("bert", target_modules=["intermediate.dense", "attention.self.value"])
+    layer0 = "base_model.model.bert.encoder.layer.0."
+    with torch.no_grad():
+        model.get_submodule(layer0 + "intermediate.dense").sparse_gates_row["default"][:10] = -3.0
+        model.get_submodule(layer0 + "attention.self.value").sparse_gates_row["default"][:4] = -3.0
+    plan = sparse_models.plan_pruning(model)
+    ffn_out = plan.modules["bert.encoder.layer.0.output.dense"]
+    assert not ffn_out.gated and len(ffn_out.kept_in) == 64 - 10 and not ffn_out.gather_in  # narrow input
+    assert not plan.modules["bert.encoder.layer.0.intermediate.dense"].scatter_out
+    attn_out = plan.modules["bert.encoder.layer.0.attention.output.dense"]
+    assert len(attn_out.kept_in) == 32 - 4 and attn_out.gather_in
+    assert plan.modules["bert.encoder.layer.0.attention.self.value"].scatter_out  # heads need full width
+
+
+def test_query_key_pairing_drops_dead_score_dimensions():
+    model = _gated("bert", target_modules=["attention.self.query", "attention.self.key"])
+    layer0 = "base_model.model.bert.encoder.layer.0.attention.self."
+    with torch.no_grad():
+        model.get_submodule(layer0 + "query").sparse_gates_row["default"][:3] = -3.0
+        model.get_submodule(layer0 + "key").sparse_gates_row["default"][3:5] = -3.0
+    plan = sparse_models.plan_pruning(model)
+    for name in ("query", "key"):
+        assert plan.modules["bert.encoder.layer.0.attention.self." + name].kept_out.tolist() == list(range(5, 32))
+
+
+def test_accounting_by_hand():
+    model = _gated("bert", target_modules=["bert.encoder.layer.0.intermediate.dense",
+                                           "bert.encoder.layer.1.attention.self.query"])
+    with torch.no_grad():
+        ffn = model.get_submodule("base_model.model.bert.encoder.layer.0.intermediate.dense")
+        ffn.sparse_gates_row["default"][:16] = -3.0  # 16 of 64 rows closed
+        ffn.sparse_gates_col["default"][:8] = -3.0  # 8 of 32 columns closed
+        query = model.get_submodule("base_model.model.bert.encoder.layer.1.attention.self.query")
+        query.sparse_gates_row["default"][:4] = -3.0  # 4 of 32 rows
+        query.sparse_gates_row["default"][4:8] = -0.2  # fractional: stays
+    acc = parameter_accounting(model)
+    dense = sum(p.numel() for p in tiny_bert().parameters())
+    assert acc.dense_parameters == dense
+    assert acc.gated_modules == 2
+    assert acc.gated_weights == 64 * 32 + 32 * 32
+    removed_ffn_in = 64 * 32 - 48 * 24
+    removed_query = 32 * 32 - 28 * 32
+    removed_ffn_out = 32 * 64 - 32 * 48  # chain: the closed FFN rows take output.dense columns along
+    removed_key = 4 * 32  # chain: a query dimension that is closed makes the same key dimension dead
+    assert acc.removed_gated_weights == removed_ffn_in + removed_query
+    assert acc.removed_weights == removed_ffn_in + removed_query + removed_ffn_out + removed_key
+    assert acc.removed_parameters == acc.removed_weights + 16 + 4 + 4  # biases of closed rows
+    assert acc.remaining_parameters == dense - acc.removed_parameters
+    assert acc.closed_rows == 20 and acc.total_rows == 64 + 32
+    assert acc.closed_cols == 8 and acc.total_cols == 32 + 32
+    assert acc.closed_row_fraction == pytest.approx(20 / 96)
+    assert acc.removed_share_of_gated == pytest.approx((removed_ffn_in + removed_query) / (64 * 32 + 32 * 32))
+    assert acc.removed_share_of_total == pytest.approx(acc.removed_parameters / dense)
+    trainable = 64 + 32 + 32 + 32 + 64 + 32 + 32 * 2 + 2  # gates, gated biases, classifier
+    assert acc.trainable_parameters == trainable
+    assert acc.to_dict()["removed_share_of_gated"] == acc.removed_share_of_gated
+
+
+def test_plain_model_accounting_removes_nothing():
+    model = tiny_bert()
+    acc = parameter_accounting(model)
+    assert acc.removed_parameters == 0 and acc.gated_weights == 0
+    assert acc.dense_parameters == acc.trainable_parameters == sum(p.numel() for p in model.parameters())
+
+
+def test_fully_closed_layers_stay_valid():
+    model = _gated("bert")
+    set_gate_pattern(model, closed=0.3)
+    with torch.no_grad():
+        layer0 = "base_model.model.bert.encoder.layer.0."
+        model.get_submodule(layer0 + "intermediate.dense").sparse_gates_row["default"][:] = -3.0
+        model.get_submodule(layer0 + "attention.self.query").sparse_gates_col["default"][:] = -3.0
+    model.eval()
+    inputs = _inputs()
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    pruned = model.merge_and_unload()
+    ffn = pruned.get_submodule("model.bert.encoder.layer.0.intermediate.dense")
+    assert ffn.weight.shape[0] == 0
+    with torch.no_grad():
+        got = pruned(**inputs).logits
+    assert torch.isfinite(got).all()
+    assert (got - expected).abs().max() <= 1e-4
+
+
+def test_merge_in_training_mode_warns_and_uses_eval_gates():
+    model = _gated("bert")
+    set_gate_pattern(model)
+    model.eval()
+    inputs = _inputs()
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    model.train()
+    with pytest.warns(UserWarning, match="evaluation gates"):
+        pruned = model.merge_and_unload()
+    with torch.no_grad():
+        assert (pruned(**inputs).logits - expected).abs().max() <= 1e-4
+
+
+def test_no_noise_in_eval_mode_and_noise_in_training():
+    model = _gated("bert")
+    with torch.no_grad():
+        for layer in model.base_model.gated_layers().values():
+            layer.sparse_gates_row["default"].zero_()  # mu = 0: gate 0.5 +- noise, never clamped flat
+    inputs = _inputs()
+    model.eval()
+    with torch.no_grad():
+        first, second = model(**inputs).logits, model(**inputs).logits
+    assert torch.equal(first, second)
+    layer = next(iter(model.base_model.gated_layers().values()))
+    _, row = layer.eval_gates()
+    assert torch.allclose(row, torch.full_like(row, 0.5))
+    model.train()
+    torch.manual_seed(0)
+    noisy = model(**inputs).logits
+    assert not torch.allclose(noisy, first)
+
+
+def test_regulariser_gradient_points_toward_target():
+    logits = torch.atanh(torch.tensor(-0.45)).expand(50).clone()  # mu + 0.5 = 0.05: P(open) = Phi(0.5) ~ 0.69
+    for keep, direction in ((0.6, +1), (0.9, -1)):  # too many open -> push logits down, and the reverse
+        row = logits.clone().requires_grad_(True)
+        col = logits.clone().requires_grad_(True)
+        gates.keep_penalty(row, col, keep=keep, sigma=0.1).backward()
+        # gradient descent moves logits by -grad: down (closing) when P(open) > keep
+        assert (direction * row.grad > 0).all() and (direction * col.grad > 0).all()
+    model = _gated("bert", target_sparsity=0.4, sparsity_lambda=50.0)
+    with torch.no_grad():
+        for layer in model.base_model.gated_layers().values():
+            layer.sparse_gates_row["default"].fill_(float(logits[0]))
+            layer.sparse_gates_col["default"].fill_(float(logits[0]))
+    loss = model.sparsity_loss()
+    p_open = float(gates.open_probability(logits[:1], 0.1))
+    assert loss.item() == pytest.approx(50.0 * 2 * abs(p_open - 0.6), rel=1e-5)
+    loss.backward()
+    assert all((layer.sparse_gates_row["default"].grad > 0).all()
+               for layer in model.base_model.gated_layers().values())
+
+
+def test_gates_train_only_gates_biases_and_head():
+    model = _gated("bert")
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable
+    for name in trainable:
+        assert ("sparse_gates_" in name or name.endswith("base_layer.bias")
+                or ".classifier.modules_to_save." in name), name
+    assert any("sparse_gates_row" in n for n in trainable) and any("classifier" in n for n in trainable)
+
+
+def test_adapter_saves_only_trained_tensors_and_restores_exactly(tmp_path):
+    base_dir = tmp_path / "base"
+    tiny_bert(num_labels=3).save_pretrained(base_dir)
+    model = peft.get_peft_model(AutoModelForSequenceClassification.from_pretrained(base_dir),
+                                SparseGatesConfig(task_type="SEQ_CLS"))
+    set_gate_pattern(model)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("base_layer.bias"):
+                p.add_(0.5)  # "trained" biases must travel with the adapter
+    model.eval()
+    inputs = _inputs()
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    model.save_pretrained(tmp_path / "adapter")
+    with safe_open(str(tmp_path / "adapter" / "adapter_model.safetensors"), "pt") as f:
+        keys = list(f.keys())
+    assert keys and all("sparse_gates_" in k or k.endswith("bias") or "classifier" in k for k in keys)
+    assert not any(k.endswith("dense.weight") and "classifier" not in k for k in keys)
+    config = PeftConfig.from_pretrained(tmp_path / "adapter")
+    assert isinstance(config, SparseGatesConfig) and config.target_sparsity == 0.4
+    restored = PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(base_dir),
+                                         tmp_path / "adapter").eval()
+    with torch.no_grad():
+        assert torch.equal(restored(**inputs).logits, expected)
+
+
+def test_gates_plus_lora_train_save_and_prune(tmp_path):
+    base_dir = tmp_path / "base"
+    tiny_bert().save_pretrained(base_dir)
+    model = peft.get_peft_model(AutoModelForSequenceClassification.from_pretrained(base_dir),
+                                SparseGatesConfig(task_type="SEQ_CLS", lora_config=LoraConfig(r=4, lora_alpha=8)))
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert any("lora_A" in n for n in trainable) and any("sparse_gates_col" in n for n in trainable)
+    assert any(n.endswith("base_layer.bias") for n in trainable)
+    set_gate_pattern(model)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)
+    model.eval()
+    inputs = _inputs()
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    model.save_pretrained(tmp_path / "adapter")
+    restored = PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(base_dir),
+                                         tmp_path / "adapter").eval()
+    with torch.no_grad():
+        assert torch.equal(restored(**inputs).logits, expected)
+    pruned = restored.merge_and_unload()
+    with torch.no_grad():
+        assert (pruned(**inputs).logits - expected).abs().max() <= 1e-4
+
+
+def test_bad_input_errors(tmp_path):
+    from peft.tuners.tuners_utils import NoMatchingPeftModuleError
+
+    with pytest.raises(NoMatchingPeftModuleError, match="nothing_here"):
+        peft.get_peft_model(tiny_bert(), SparseGatesConfig(target_modules=["nothing_here"]))
+    with pytest.raises(ValueError, match="target_sparsity"):
+        SparseGatesConfig(target_sparsity=1.0)
+    with pytest.raises(ValueError, match="bias"):
+        SparseGatesConfig(bias="lora_only")
+    with pytest.raises(ValueError, match="model_type 'albert'"):
+        sparse_models.architectures.default_target_modules("albert")
+    model = peft.get_peft_model(tiny_bert(), SparseGatesConfig(task_type="SEQ_CLS"))
+    model.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"module 'bert\.encoder\.layer\.0\..*' .* shape \(48"):
+        PeftModel.from_pretrained(tiny_bert(hidden=48), tmp_path)
+
+
+def test_registration_with_peft_and_auto_classes():
+    from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING
+    from transformers import AutoConfig
+
+    assert PEFT_TYPE_TO_CONFIG_MAPPING["SPARSE_GATES"] is SparseGatesConfig
+    assert AutoConfig.for_model("sparse_gated").__class__.__name__ == "SparseGatedConfig"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        import importlib
+
+        importlib.reload(sparse_models.sparse_gates)  # registering twice is harmless

@@ -1,0 +1,61 @@
+"""Tiny random-weight transformers models built from configs (no downloads), one per architecture."""
+
+from __future__ import annotations
+
+import torch
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+)
+
+VOCAB = 100
+
+
+def tiny_bert(num_labels: int = 2, seed: int = 0, hidden: int = 32) -> BertForSequenceClassification:
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, num_labels=num_labels)
+    return BertForSequenceClassification(config).eval()
+
+
+def tiny_roberta(num_labels: int = 2, seed: int = 0) -> RobertaForSequenceClassification:
+    torch.manual_seed(seed)
+    config = RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=64, max_position_embeddings=64, num_labels=num_labels)
+    return RobertaForSequenceClassification(config).eval()
+
+
+def tiny_gpt2(seed: int = 0) -> GPT2LMHeadModel:
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                        bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(config).eval()
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+                         tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return LlamaForCausalLM(config).eval()
+
+
+BUILDERS = {"bert": tiny_bert, "roberta": tiny_roberta, "gpt2": tiny_gpt2, "llama": tiny_llama}
+TASK_TYPES = {"bert": "SEQ_CLS", "roberta": "SEQ_CLS", "gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM"}
+
+
+def set_gate_pattern(peft_model, closed: float = 0.4, fractional: float = 0.2, seed: int = 1) -> None:
+    """Close a share of rows/columns (eval gate exactly 0) and make another share fractional."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in peft_model.base_model.gated_layers().values():
+            for logits in (layer.sparse_gates_row["default"], layer.sparse_gates_col["default"]):
+                draw = torch.rand(logits.shape, generator=generator)
+                logits[draw < closed] = -3.0  # tanh(-3) + 0.5 < 0 -> gate 0
+                logits[(draw >= closed) & (draw < closed + fractional)] = -0.2  # gate ~0.30
