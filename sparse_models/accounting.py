@@ -104,6 +104,25 @@ def _dense_parameter_count(model: nn.Module) -> int:
     return total
 
 
+def trained_parameter_count(model: nn.Module) -> int:
+    """What a gates (or gates+LoRA) adapter trains and saves, counted from the structure, so a
+    reloaded inference adapter (everything frozen) reports the same number as during training:
+    gate logits, LoRA matrices, PEFT's head copies, and the biases its ``bias`` rule trains."""
+    from .pruning import unwrap_gated_model
+    from .sparse_gates.layer import SparseGatesLayer
+
+    inner = unwrap_gated_model(model)
+    configs = getattr(inner, "peft_config", None) or getattr(model, "peft_config", {}) or {}
+    bias_rule = next(iter(configs.values())).bias if configs else "sparse_gates_only"
+    total = sum(p.numel() for n, p in inner.named_parameters() if any(m in n for m in _ADAPTER_MARKERS))
+    if bias_rule == "sparse_gates_only":
+        total += sum(m.bias.numel() for m in inner.modules() if isinstance(m, SparseGatesLayer) and m.bias is not None)
+    elif bias_rule == "all":
+        total += sum(p.numel() for n, p in inner.named_parameters()
+                     if n.endswith("bias") and not any(m in n for m in _ADAPTER_MARKERS))
+    return total
+
+
 def parameter_accounting(model: nn.Module, trainable_parameters: int | None = None) -> ParameterAccounting:
     """Accounting for a gated PEFT model, a pruned ``SparseGated*`` model or any plain model.
 
@@ -120,13 +139,13 @@ def parameter_accounting(model: nn.Module, trainable_parameters: int | None = No
         trainable = trainable_parameters if trainable_parameters is not None else config.trainable_parameters
         return _from_records(config.pruned_modules, config.dense_parameters, trainable, config.gate_counts)
 
-    trainable = trainable_parameters
-    if trainable is None:
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     dense = _dense_parameter_count(model)
     inner = unwrap_gated_model(model)
     if not any(isinstance(m, SparseGatesLayer) for m in inner.modules()):
-        return _from_records({}, dense, trainable, {})
+        if trainable_parameters is None:
+            trainable_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return _from_records({}, dense, trainable_parameters, {})
+    trainable = trainable_parameters if trainable_parameters is not None else trained_parameter_count(model)
     plan = plan_pruning(inner)
     gate_counts = {"closed_rows": plan.closed_rows, "total_rows": plan.total_rows,
                    "closed_cols": plan.closed_cols, "total_cols": plan.total_cols}

@@ -108,7 +108,9 @@ def plan_pruning(model: nn.Module) -> PruningPlan:
     column fed only by a closed producer row, or (for narrow FFN chains) a producer row that the
     consumer no longer reads.
     """
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    from .accounting import trained_parameter_count
+
+    trainable = trained_parameter_count(model)
     model = unwrap_gated_model(model)
     named = dict(model.named_modules())
     gated = {n: m for n, m in named.items() if isinstance(m, SparseGatesLayer)}

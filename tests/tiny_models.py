@@ -59,3 +59,34 @@ def set_gate_pattern(peft_model, closed: float = 0.4, fractional: float = 0.2, s
                 draw = torch.rand(logits.shape, generator=generator)
                 logits[draw < closed] = -3.0  # tanh(-3) + 0.5 < 0 -> gate 0
                 logits[(draw >= closed) & (draw < closed + fractional)] = -0.2  # gate ~0.30
+
+
+def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | None = None,
+                         regression_center: float | None = None):
+    """A tiny BERT classifier saved with the packaged MiniLM tokenizer (real files, no downloads).
+
+    ``regression_center`` shifts a 1-label head so its scores sit inside STS-B's 0..5 range.
+    """
+    import json
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from sparse_models.packaged import minilm_path
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
+                        num_labels=num_labels)
+    model = BertForSequenceClassification(config).eval()
+    if regression_center is not None:
+        with torch.no_grad():
+            model.classifier.bias.fill_(regression_center)
+            model.classifier.weight.mul_(20.0)
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    if task:
+        (folder / "run.json").write_text(json.dumps({"task": task, "num_labels": num_labels}))
+    return folder

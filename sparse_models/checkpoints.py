@@ -1,0 +1,164 @@
+"""Finding and loading classifier checkpoints: plain HF, pruned ``SparseGated*``, or a gates adapter.
+
+``pretrained`` may be one checkpoint (used for the task it was trained on) or a run directory with
+one checkpoint per GLUE task (``<dir>/<task>/``, as ``glue-sparse finetune`` writes it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+
+RUN_FILE = "run.json"
+PRUNED_SUBDIR = "pruned"
+_HEAD_WEIGHT_SUFFIXES = ("classifier.weight", "classifier.out_proj.weight", "score.weight")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or run directory that cannot serve the requested tasks; the message says why."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: str
+    kind: str  # "hf", "pruned" or "adapter"
+    task: str | None  # the GLUE task it was trained on, when recorded
+    num_labels: int | None
+
+    def describe(self) -> str:
+        return f"{self.kind} checkpoint {self.path}" + (f" (trained on {self.task})" if self.task else "")
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: cannot read JSON ({exc})") from None
+
+
+def _adapter_num_labels(path: Path) -> int | None:
+    from safetensors import safe_open
+
+    weights = path / "adapter_model.safetensors"
+    if not weights.is_file():
+        return None
+    with safe_open(str(weights), "pt") as handle:
+        for key in handle.keys():
+            if key.endswith(_HEAD_WEIGHT_SUFFIXES):
+                return int(handle.get_slice(key).get_shape()[0])
+    return None
+
+
+def describe_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Kind, trained task and label count of one local checkpoint folder."""
+    path = Path(path)
+    run = _run_record(path)
+    task = run.get("task")
+    if (path / "adapter_config.json").is_file():
+        num_labels = run.get("num_labels") or _adapter_num_labels(path)
+        return Checkpoint(str(path), "adapter", task, num_labels)
+    config = _read_json(path / "config.json")
+    task = task or (config.get("finetuning_task") if config.get("finetuning_task") in GLUE_TASKS else None)
+    num_labels = config.get("num_labels") or len(config.get("id2label") or {}) or None
+    kind = "pruned" if config.get("model_type") == "sparse_gated" else "hf"
+    return Checkpoint(str(path), kind, task, num_labels)
+
+
+def resolve_checkpoints(pretrained: str, variant: str = "") -> dict[str | None, Checkpoint]:
+    """``{task: checkpoint}`` for a run directory, or ``{trained_task_or_None: checkpoint}`` for one.
+
+    ``variant="pruned"`` picks ``<task>/pruned/`` inside a run directory. A name that is not a local
+    folder is taken as a Hub model id (a plain HF checkpoint).
+    """
+    path = Path(pretrained).expanduser()
+    if not path.exists():
+        if pretrained.startswith((".", "/", "~")) or pretrained.count("/") > 1:
+            raise CheckpointError(f"pretrained={pretrained!r}: no such folder")
+        return {None: Checkpoint(pretrained, "hf", None, None)}  # a Hub id such as org/name
+    if not path.is_dir():
+        raise CheckpointError(f"pretrained={pretrained!r} is a file; expected a checkpoint or run folder")
+    if variant and variant != PRUNED_SUBDIR:
+        raise CheckpointError(f"variant={variant!r}: the only variant is {PRUNED_SUBDIR!r}")
+    if is_checkpoint(path) and not variant:
+        ckpt = describe_checkpoint(path)
+        return {ckpt.task: ckpt}
+    found = {}
+    for task in GLUE_TASKS:
+        candidate = path / task / variant if variant else path / task
+        if is_checkpoint(candidate):
+            found[task] = describe_checkpoint(candidate)
+    if not found:
+        where = f"<task>/{variant}/" if variant else "<task>/"
+        raise CheckpointError(
+            f"pretrained={pretrained!r} holds no checkpoint: expected config.json or adapter_config.json "
+            f"there, or a run directory with {where} folders for GLUE tasks ({', '.join(GLUE_TASKS)})"
+        )
+    return found
+
+
+def _run_record(path: Path) -> dict[str, Any]:
+    """The ``run.json`` beside a checkpoint (or beside its ``pruned/`` parent), else {}."""
+    for candidate in (path / RUN_FILE, path.parent / RUN_FILE if path.name == PRUNED_SUBDIR else None):
+        if candidate is not None and candidate.is_file():
+            return _read_json(candidate)
+    return {}
+
+
+def recorded_trainable_parameters(ckpt: Checkpoint) -> int | None:
+    """Trainable parameters as recorded by training, or the element count of a saved adapter."""
+    path = Path(ckpt.path)
+    recorded = _run_record(path).get("accounting", {}).get("trainable_parameters")
+    if recorded is not None:
+        return int(recorded)
+    weights = path / "adapter_model.safetensors"
+    if ckpt.kind == "adapter" and weights.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(weights), "pt") as handle:
+            return sum(math.prod(handle.get_slice(k).get_shape()) for k in handle.keys())
+    return None
+
+
+def _has_tokenizer(path: Path) -> bool:
+    return any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"))
+
+
+def load_classifier(ckpt: Checkpoint, dtype: Any, device: str, base: str | None = None,
+                    prune: bool = False, tokenizer: str | None = None) -> tuple[Any, Any]:
+    """(model in eval mode on ``device``, tokenizer) for one checkpoint of any kind."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    import sparse_models  # noqa: F401  (registers sparse_gated and the PEFT method)
+
+    path = Path(ckpt.path)
+    tokenizer_source = tokenizer
+    if ckpt.kind == "adapter":
+        from peft import PeftConfig, PeftModel
+
+        base_path = base or PeftConfig.from_pretrained(ckpt.path).base_model_name_or_path
+        if not base_path:
+            raise CheckpointError(f"{ckpt.path}: adapter_config.json names no base model; pass base=PATH")
+        if base_path.startswith(("/", ".", "~")) and not Path(base_path).expanduser().exists():
+            raise CheckpointError(
+                f"{ckpt.path}: its base model {base_path!r} does not exist here; pass base=PATH in --model_args"
+            )
+        kwargs = {"num_labels": ckpt.num_labels} if ckpt.num_labels else {}
+        model = AutoModelForSequenceClassification.from_pretrained(base_path, dtype=dtype, **kwargs)
+        model = PeftModel.from_pretrained(model, ckpt.path).eval()
+        if prune:
+            model = model.merge_and_unload()
+        tokenizer_source = tokenizer_source or (ckpt.path if _has_tokenizer(path) else base_path)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(ckpt.path, dtype=dtype)
+        tokenizer_source = tokenizer_source or ckpt.path
+    return model.to(device).eval(), AutoTokenizer.from_pretrained(tokenizer_source)
