@@ -1,5 +1,5 @@
 """The ``glue-sparse`` command: ``data`` (what GLUE data is where), ``eval`` (lm-eval, registered) and
-``speed`` (dense vs pruned latency)."""
+``finetune`` and ``speed`` (dense vs pruned latency)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="never ask the Hugging Face Hub (faster offline)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_data)
+    from glue_sparse_tasks import finetune_cli
+
+    p = sub.add_parser("finetune", help="fine-tune an encoder on GLUE tasks (full, lora, gates, gates+lora)")
+    finetune_cli.add_arguments(p)
+    p.set_defaults(func=finetune_cli.run)
     p = sub.add_parser("speed", help="dense vs physically pruned CPU latency and FLOP ratios "
                                      "(default: packaged MiniLM)")
     from glue_sparse_tasks import speed_cli

@@ -196,6 +196,12 @@ CONVENTIONS: dict[str, Convention] = {
 }
 
 
+def primary_metric(task: str) -> str:
+    """The metric a task contributes to the default GLUE average (``mcc``, ``pearson``, ``accuracy``)."""
+    keys = CONVENTIONS["default"].entries.get(task)
+    return keys[0].split("_", 1)[1] if keys else "accuracy"
+
+
 def get_convention(name: str) -> Convention:
     try:
         return CONVENTIONS[name]

@@ -1,0 +1,278 @@
+"""Fine-tune an encoder on one GLUE task with one method, regime and seed; write what lm-eval reads.
+
+Output of one run, ``<out>/<task>/``: the model (full) or adapter (lora, gates, gates+lora) with its
+tokenizer, ``run.json`` (below), ``pruned/`` with ``prune=True``, and ``checkpoints/`` while training
+(removed when the run completes). ``run.json`` holds method, regime, seed, every hyperparameter,
+the data fingerprints, package versions, git commit, parameter accounting, train time, peak memory
+and the validation metrics of every epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from glue_sparse_tasks.atomic import write_json_atomic
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from glue_sparse_tasks.scoring import primary_metric
+
+from .finetune_config import FinetuneConfig, FinetuneConfigError
+from .run_environment import current_rss_bytes, git_state, package_versions, peak_rss_bytes, reset_peak_rss
+
+RUN_FILE = "run.json"
+IDENTITY_FILE = "run_config.json"
+CHECKPOINTS = "checkpoints"
+TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "labels")
+
+
+class OutputDirError(FinetuneConfigError):
+    """The output folder holds another run (or something else) and ``overwrite`` was not given."""
+
+
+def resolve_base_model(name: str | None) -> str:
+    from .packaged import minilm_path
+
+    return name or minilm_path()
+
+
+def identity(config: FinetuneConfig) -> dict[str, Any]:
+    """What makes two runs the same run: every resolved hyperparameter and the actual base model."""
+    out = config.resolved()
+    out["base_model"] = resolve_base_model(config.base_model)
+    out.pop("report_to", None)  # where logs go does not change the run
+    return out
+
+
+def output_dir_state(task_dir: Path, ident: dict[str, Any], overwrite: bool, resume: bool) -> str:
+    """'fresh', 'resume' or 'done' for ``task_dir``, without touching it; refuses a folder holding a
+    different run (or anything else) unless ``overwrite``, and an unfinished one unless ``resume``."""
+    if overwrite or not task_dir.exists() or not any(task_dir.iterdir()):
+        return "fresh"
+    if not (task_dir / IDENTITY_FILE).is_file():
+        raise OutputDirError(f"{task_dir} is not empty and holds no {IDENTITY_FILE}; choose another --output "
+                             "or pass --overwrite")
+    existing = json.loads((task_dir / IDENTITY_FILE).read_text())
+    differing = sorted(k for k in set(existing) | set(ident) if existing.get(k) != ident.get(k))
+    if differing:
+        details = ", ".join(f"{k}: {existing.get(k)!r} there vs {ident.get(k)!r} now" for k in differing)
+        raise OutputDirError(f"{task_dir} already holds a different run ({details}); pass --overwrite to "
+                             "replace it or choose another --output")
+    if (task_dir / RUN_FILE).is_file():
+        return "done"
+    if not resume:
+        raise OutputDirError(f"{task_dir} holds an unfinished run with these settings; pass --resume to "
+                             "continue it from its last checkpoint or --overwrite to start again")
+    return "resume"
+
+
+def prepare_output_dir(task_dir: Path, ident: dict[str, Any], overwrite: bool, resume: bool) -> str:
+    """``output_dir_state``, then clear (overwrite) or create the folder and record the run identity."""
+    state = output_dir_state(task_dir, ident, overwrite, resume)
+    if state == "fresh":
+        if task_dir.exists():
+            shutil.rmtree(task_dir)
+        task_dir.mkdir(parents=True)
+        write_json_atomic(task_dir / IDENTITY_FILE, ident)
+    return state
+
+
+def _tokenize(ds: Any, tokenizer: Any, task: str, max_length: int) -> Any:
+    fields = GLUE_TASKS[task].text_fields
+
+    def encode(batch: dict) -> dict:
+        enc = tokenizer(*[batch[f] for f in fields], truncation=True, max_length=max_length)
+        enc["labels"] = batch["label"]
+        return enc
+
+    keep = set(TOKENIZED_COLUMNS)
+    return ds.map(encode, batched=True, remove_columns=[c for c in ds.column_names if c not in keep])
+
+
+def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
+    import peft
+    from transformers import AutoModelForSequenceClassification
+
+    spec = GLUE_TASKS[config.task]
+    kwargs: dict[str, Any] = {"num_labels": spec.num_labels}
+    if spec.is_regression:
+        kwargs["problem_type"] = "regression"
+    else:
+        kwargs["id2label"] = dict(enumerate(spec.label_names))
+        kwargs["label2id"] = {name: i for i, name in enumerate(spec.label_names)}
+    model = AutoModelForSequenceClassification.from_pretrained(base, ignore_mismatched_sizes=True, **kwargs)
+    if config.method == "full":
+        return model
+    from .sparse_gates import SparseGatesConfig
+
+    lora = None
+    if config.method in ("lora", "gates+lora"):
+        lora = peft.LoraConfig(task_type="SEQ_CLS", r=hp["lora_r"], lora_alpha=hp["lora_alpha"],
+                               lora_dropout=hp["lora_dropout"])
+    if config.method == "lora":
+        return peft.get_peft_model(model, lora)
+    return peft.get_peft_model(model, SparseGatesConfig(
+        task_type="SEQ_CLS", target_sparsity=hp["target_sparsity"], sparsity_lambda=hp["sparsity_lambda"],
+        lora_config=lora))
+
+
+def _epoch_metrics(log_history: list[dict]) -> list[dict[str, Any]]:
+    return [{k.removeprefix("eval_"): v for k, v in entry.items() if k.startswith("eval_") or k in ("epoch", "step")}
+            for entry in log_history if any(k.startswith("eval_") for k in entry)]
+
+
+def _saved_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+
+
+def run_finetune(
+    config: FinetuneConfig,
+    output_dir: str | Path,
+    data_dir: str | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    callbacks: Sequence[Any] = (),
+    keep_checkpoints: bool = False,
+    use_hub: bool = True,
+) -> dict[str, Any]:
+    """Train one (task, method, regime, seed) into ``<output_dir>/<task>/`` and return its run record.
+
+    A finished identical run is not repeated: its record is returned. ``resume=True`` continues an
+    unfinished run from its last checkpoint. A run stopped by a callback returns
+    ``{"status": "interrupted", ...}`` and writes no ``run.json``.
+    """
+    import torch
+    from transformers import AutoTokenizer, DataCollatorWithPadding, TrainingArguments, set_seed
+
+    from glue_sparse_tasks.data import load_glue_split, provenance
+    from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
+
+    from .accounting import parameter_accounting
+    from .trainer import SparseGatesTrainer, glue_compute_metrics
+
+    hp = config.resolved()
+    task_dir = Path(output_dir) / config.task
+    ident = identity(config)
+    state = prepare_output_dir(task_dir, ident, overwrite, resume)
+    if state == "done":
+        return json.loads((task_dir / RUN_FILE).read_text())
+
+    base = ident["base_model"]
+    train = load_glue_split(config.task, "train", data_dir, limit=hp["train_limit"], use_hub=use_hub)
+    eval_split = POOLED_SPLIT if config.task == "mnli" else "validation"
+    validation = load_glue_split(config.task, eval_split, data_dir, use_hub=use_hub)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    set_seed(config.seed)
+    model = _build_model(config, hp, base)
+    train_tok = _tokenize(train, tokenizer, config.task, config.max_length)
+    eval_tok = _tokenize(validation, tokenizer, config.task, config.max_length)
+
+    metric = primary_metric(config.task)
+    args = TrainingArguments(
+        output_dir=str(task_dir / CHECKPOINTS),
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.eval_batch_size,
+        learning_rate=hp["learning_rate"],
+        weight_decay=hp["weight_decay"],
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1,
+        warmup_steps=config.warmup_ratio,  # a float in [0, 1) is a ratio of total steps
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        eval_strategy="epoch",
+        save_strategy="steps" if config.save_steps else "epoch",
+        save_steps=config.save_steps or 500,
+        save_total_limit=2,
+        load_best_model_at_end=config.model_selection == "best",
+        metric_for_best_model=metric,
+        greater_is_better=True,
+        logging_steps=config.logging_steps,
+        seed=config.seed,
+        data_seed=config.seed,
+        train_sampling_strategy="group_by_length",
+        bf16=config.precision == "bf16",
+        fp16=config.precision == "fp16",
+        report_to=list(config.report_to) or "none",
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    trainer = SparseGatesTrainer(
+        model=model, args=args, train_dataset=train_tok, eval_dataset=eval_tok,
+        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+        compute_metrics=glue_compute_metrics(config.task), callbacks=list(callbacks),
+    )
+    rss_before = current_rss_bytes()
+    reset_peak_rss()
+    start_step = 0
+    last = None
+    if state == "resume":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        last = get_last_checkpoint(str(task_dir / CHECKPOINTS))
+        if last is None:
+            raise OutputDirError(f"{task_dir}: --resume given but no checkpoint was saved in {CHECKPOINTS}/")
+        start_step = int(Path(last).name.split("-")[-1])
+    started = time.perf_counter()
+    train_output = trainer.train(resume_from_checkpoint=last)
+    train_seconds = time.perf_counter() - started
+    peak = peak_rss_bytes()
+    steps_here = trainer.state.global_step - start_step
+    planned = trainer.state.max_steps
+    if trainer.state.global_step < planned:
+        return {"status": "interrupted", "task": config.task, "global_step": trainer.state.global_step,
+                "max_steps": planned}
+
+    epochs = _epoch_metrics(trainer.state.log_history)
+    eval_seconds = sum(e.get("runtime", 0.0) for e in epochs if e.get("step", 0) > start_step)
+    step_seconds = max(train_seconds - eval_seconds, 0.0)
+    final = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
+    model = trainer.model.eval()
+    accounting = parameter_accounting(model)
+    if config.method == "full":
+        trainer.save_model(str(task_dir))
+    else:
+        model.save_pretrained(str(task_dir))
+        tokenizer.save_pretrained(str(task_dir))
+    record: dict[str, Any] = {
+        "status": "complete",
+        "task": config.task,
+        "method": config.method,
+        "regime": config.regime,
+        "seed": config.seed,
+        "num_labels": GLUE_TASKS[config.task].num_labels,
+        "base_model": base,
+        "hyperparameters": ident,
+        "model_selection": config.model_selection,
+        "selection_is_optimistic": config.model_selection == "best",
+        "primary_metric": metric,
+        "data": {"train": provenance(train).to_dict(), "validation": provenance(validation).to_dict()},
+        "versions": package_versions(),
+        "git": git_state(),
+        "device": str(trainer.args.device),
+        "threads": torch.get_num_threads(),
+        "accounting": accounting.to_dict(),
+        "saved_bytes": _saved_bytes(task_dir),
+        "train_seconds": train_seconds,
+        "train_runtime_reported": train_output.metrics.get("train_runtime"),
+        "train_steps": trainer.state.global_step,
+        "steps_this_process": steps_here,
+        "eval_seconds_during_training": eval_seconds,
+        "seconds_per_step": step_seconds / steps_here if steps_here else None,
+        "resumed_from_step": start_step or None,
+        "peak_rss_bytes": peak,
+        "rss_before_training_bytes": rss_before,
+        "epochs": epochs,
+        "final_metrics": final,
+        "final_score": final.get(metric),
+    }
+    if config.prune:
+        pruned = model.merge_and_unload()
+        pruned.save_pretrained(str(task_dir / "pruned"))
+        tokenizer.save_pretrained(str(task_dir / "pruned"))
+        record["pruned"] = {"path": "pruned", "saved_bytes": _saved_bytes(task_dir / "pruned"),
+                            "accounting": parameter_accounting(pruned).to_dict()}
+    if not keep_checkpoints:
+        shutil.rmtree(task_dir / CHECKPOINTS, ignore_errors=True)
+    write_json_atomic(task_dir / RUN_FILE, record)
+    return record

@@ -1,0 +1,127 @@
+"""Fine-tuning: every method on a tiny random BERT and fixture data, determinism, resume, run.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import TrainerCallback
+
+from sparse_models.finetune import OutputDirError, run_finetune
+from sparse_models.finetune_config import FinetuneConfig, FinetuneConfigError
+from tests.tiny_models import save_tiny_classifier
+
+RUN_FIELDS = {
+    "status", "task", "method", "regime", "seed", "num_labels", "base_model", "hyperparameters",
+    "model_selection", "selection_is_optimistic", "primary_metric", "data", "versions", "git", "device",
+    "threads", "accounting", "saved_bytes", "train_seconds", "train_runtime_reported", "train_steps",
+    "steps_this_process", "seconds_per_step", "eval_seconds_during_training", "resumed_from_step", "peak_rss_bytes",
+    "rss_before_training_bytes", "epochs", "final_metrics", "final_score",
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    return str(save_tiny_classifier(tmp_path_factory.mktemp("base"), 2, seed=11))
+
+
+def _quality(metrics: dict) -> dict:
+    """Metrics without wall-clock fields (runtime, samples/s), which differ between any two runs."""
+    return {k: v for k, v in metrics.items() if "runtime" not in k and "per_second" not in k}
+
+
+def _config(tiny_base, **kw) -> FinetuneConfig:
+    defaults = dict(task="rte", method="gates", regime="limited", seed=1, base_model=tiny_base,
+                    epochs=2, batch_size=8, eval_batch_size=16, max_length=32, logging_steps=2)
+    defaults.update(kw)
+    return FinetuneConfig(**defaults)
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "gates", "gates+lora"])
+def test_every_method_trains_and_writes_a_complete_run(method, tiny_base, glue_fixture_dir, tmp_path):
+    config = _config(tiny_base, method=method, train_limit=24, prune=method.startswith("gates"))
+    record = run_finetune(config, tmp_path, data_dir=str(glue_fixture_dir), use_hub=False)
+    task_dir = tmp_path / "rte"
+    on_disk = json.loads((task_dir / "run.json").read_text())
+    assert on_disk == json.loads(json.dumps(record))
+    assert RUN_FIELDS <= set(record)
+    assert record["train_steps"] == 6  # 24 rows / batch 8 x 2 epochs
+    assert [round(e["epoch"]) for e in record["epochs"]] == [1, 2]
+    assert {"accuracy", "loss"} <= set(record["epochs"][0])
+    assert record["data"]["train"]["rows"] == 24 and len(record["data"]["train"]["sha256"]) == 64
+    assert record["hyperparameters"]["learning_rate"] == {"full": 2e-5, "lora": 5e-4}.get(method, 1e-3)
+    assert record["versions"]["torch"] and "commit" in record["git"]
+    assert record["peak_rss_bytes"] > 0 and record["seconds_per_step"] > 0
+    assert 0 <= record["final_score"] <= 1
+    assert not (task_dir / "checkpoints").exists()
+    if method == "full":
+        assert (task_dir / "config.json").is_file()
+        assert record["accounting"]["trainable_parameters"] == record["accounting"]["dense_parameters"]
+    else:
+        assert (task_dir / "adapter_config.json").is_file()
+        assert record["accounting"]["trainable_parameters"] < record["accounting"]["dense_parameters"] / 10
+    if method.startswith("gates"):
+        assert (task_dir / "pruned" / "config.json").is_file()
+        assert record["pruned"]["accounting"]["removed_parameters"] == record["accounting"]["removed_parameters"]
+
+
+def test_gates_run_trains_only_gates_biases_and_head(tiny_base, glue_fixture_dir, tmp_path):
+    seen: dict[str, set[str]] = {}
+
+    class Capture(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            seen["names"] = {n for n, p in model.named_parameters() if p.requires_grad}
+
+    run_finetune(_config(tiny_base, train_limit=8, epochs=1), tmp_path, data_dir=str(glue_fixture_dir),
+                 callbacks=[Capture()], use_hub=False)
+    names = seen["names"]
+    assert any("sparse_gates_row" in n for n in names) and any("classifier" in n for n in names)
+    assert all("sparse_gates_" in n or n.endswith("base_layer.bias") or ".classifier.modules_to_save." in n
+               for n in names), sorted(names)
+
+
+def test_same_seed_same_metrics_and_resume_equals_uninterrupted(tiny_base, glue_fixture_dir, tmp_path):
+    kw = dict(train_limit=40, epochs=2, save_steps=4, task="stsb", method="gates+lora")
+    data = str(glue_fixture_dir)
+    first = run_finetune(_config(tiny_base, **kw), tmp_path / "a", data_dir=data, use_hub=False)
+    second = run_finetune(_config(tiny_base, **kw), tmp_path / "b", data_dir=data, use_hub=False)
+    assert _quality(first["final_metrics"]) == _quality(second["final_metrics"])
+    assert [_quality(e) for e in first["epochs"]] == [_quality(e) for e in second["epochs"]]
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 4:
+                control.should_training_stop = True
+
+    stopped = run_finetune(_config(tiny_base, **kw), tmp_path / "c", data_dir=data, callbacks=[StopAt()],
+                           use_hub=False)
+    assert stopped["status"] == "interrupted" and stopped["global_step"] == 4
+    assert not (tmp_path / "c" / "stsb" / "run.json").exists()
+    with pytest.raises(OutputDirError, match="--resume"):
+        run_finetune(_config(tiny_base, **kw), tmp_path / "c", data_dir=data, use_hub=False)
+    resumed = run_finetune(_config(tiny_base, **kw), tmp_path / "c", data_dir=data, resume=True, use_hub=False)
+    assert resumed["resumed_from_step"] == 4
+    assert _quality(resumed["final_metrics"]) == _quality(first["final_metrics"])
+    assert [e["pearson"] for e in resumed["epochs"]] == [e["pearson"] for e in first["epochs"]]
+
+
+def test_bad_input_fails_before_training(tiny_base, glue_fixture_dir, tmp_path):
+    with pytest.raises(FinetuneConfigError, match="unknown task 'sst3'"):
+        _config(tiny_base, task="sst3")
+    with pytest.raises(FinetuneConfigError, match="unknown method 'prefix'"):
+        _config(tiny_base, method="prefix")
+    with pytest.raises(FinetuneConfigError, match="positive number of rows, got 0"):
+        _config(tiny_base, train_limit=0)
+    with pytest.raises(FinetuneConfigError, match=r"LoRA options \['lora_r'\] .* method 'full'"):
+        _config(tiny_base, method="full", lora_r=4)
+    with pytest.raises(FinetuneConfigError, match="does not exist"):
+        _config(tiny_base, base_model=str(tmp_path / "missing"))
+    data = str(glue_fixture_dir)
+    run_finetune(_config(tiny_base, train_limit=8, epochs=1), tmp_path, data_dir=data, use_hub=False)
+    again = run_finetune(_config(tiny_base, train_limit=8, epochs=1), tmp_path, data_dir=data, use_hub=False)
+    assert again["status"] == "complete"  # identical finished run: returned, not repeated
+    with pytest.raises(OutputDirError, match="different run .*seed: 1 there vs 2 now"):
+        run_finetune(_config(tiny_base, train_limit=8, epochs=1, seed=2), tmp_path, data_dir=data, use_hub=False)
+    replaced = run_finetune(_config(tiny_base, train_limit=8, epochs=1, seed=2), tmp_path, data_dir=data,
+                            overwrite=True, use_hub=False)
+    assert replaced["seed"] == 2
