@@ -1,9 +1,11 @@
 """The ``glue-sparse`` command: ``data`` (what GLUE data is where), ``eval`` (lm-eval, registered) and
-``finetune`` and ``speed`` (dense vs pruned latency)."""
+``finetune``, ``bench``, ``report``,
+``demo``, ``perplexity``, ``posttrain`` and ``speed``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections import Counter
@@ -71,6 +73,24 @@ def cmd_eval(argv: list[str]) -> int:
     return run_lm_eval(argv)
 
 
+SUBCOMMANDS = (  # name, module, add-arguments function, run function, help
+    ("finetune", "finetune_cli", "add_arguments", "run",
+     "fine-tune an encoder on GLUE tasks (full, lora, gates, gates+lora)"),
+    ("bench", "bench_cli", "add_bench_arguments", "run_bench_cmd",
+     "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
+    ("report", "bench_cli", "add_report_arguments", "run_report_cmd",
+     "markdown/CSV tables and plots from a bench results store"),
+    ("demo", "bench_cli", "add_demo_arguments", "run_demo_cmd",
+     "a smoke-sized offline bench on the packaged MiniLM (the main job)"),
+    ("perplexity", "perplexity_cli", "add_perplexity_arguments", "run_perplexity",
+     "causal-LM token perplexity under named protocols (sparsegpt, galore)"),
+    ("posttrain", "perplexity_cli", "add_posttrain_arguments", "run_posttrain",
+     "sparse-gate post-training of a causal LM, dense vs gated vs pruned"),
+    ("speed", "speed_cli", "add_arguments", "run",
+     "dense vs physically pruned CPU latency and FLOP ratios (default: packaged MiniLM)"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glue-sparse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,17 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="never ask the Hugging Face Hub (faster offline)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=cmd_data)
-    from glue_sparse_tasks import finetune_cli
-
-    p = sub.add_parser("finetune", help="fine-tune an encoder on GLUE tasks (full, lora, gates, gates+lora)")
-    finetune_cli.add_arguments(p)
-    p.set_defaults(func=finetune_cli.run)
-    p = sub.add_parser("speed", help="dense vs physically pruned CPU latency and FLOP ratios "
-                                     "(default: packaged MiniLM)")
-    from glue_sparse_tasks import speed_cli
-
-    speed_cli.add_arguments(p)
-    p.set_defaults(func=speed_cli.run)
+    for name, module, add, run, help_text in SUBCOMMANDS:
+        p = sub.add_parser(name, help=help_text)
+        mod = importlib.import_module(f"glue_sparse_tasks.{module}")
+        getattr(mod, add)(p)
+        p.set_defaults(func=getattr(mod, run))
     sub.add_parser("eval", help="lm-eval run with glue_sparse tasks and models registered "
                                 "(same arguments as `lm_eval run`)", add_help=False)
     return parser

@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-dropout", type=float)
     p.add_argument("--target-sparsity", type=float)
     p.add_argument("--sparsity-lambda", type=float)
+    p.add_argument("--reg-sigma", type=float, help="sigma of P(open) in the regulariser (default: noise std)")
+    p.add_argument("--gate-lr", type=float, dest="gate_learning_rate", help="learning rate of the gate logits")
     p.add_argument("--select", dest="model_selection", default="last", choices=("last", "best"),
                    help="final model: last epoch (default) or best validation epoch (optimistic)")
     p.add_argument("--prune", action="store_true", help="also save the physically pruned model (gates)")

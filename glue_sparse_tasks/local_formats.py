@@ -45,7 +45,8 @@ class SplitFile:
 
 # -- JSONL -----------------------------------------------------------------------------------
 
-def read_jsonl(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
+def iter_jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSON Lines file (``.gz`` too)."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -59,7 +60,12 @@ def read_jsonl(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
                 raise GlueDataError(
                     f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}"
                 )
-            yield f"{path}:{lineno}", row
+            yield lineno, row
+
+
+def read_jsonl(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
+    for lineno, row in iter_jsonl_objects(path):
+        yield f"{path}:{lineno}", row
 
 
 # -- parquet ---------------------------------------------------------------------------------

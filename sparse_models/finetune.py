@@ -115,7 +115,7 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
         return peft.get_peft_model(model, lora)
     return peft.get_peft_model(model, SparseGatesConfig(
         task_type="SEQ_CLS", target_sparsity=hp["target_sparsity"], sparsity_lambda=hp["sparsity_lambda"],
-        lora_config=lora))
+        reg_sigma=hp["reg_sigma"], lora_config=lora))
 
 
 def _epoch_metrics(log_history: list[dict]) -> list[dict[str, Any]]:
@@ -201,6 +201,7 @@ def run_finetune(
         model=model, args=args, train_dataset=train_tok, eval_dataset=eval_tok,
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=glue_compute_metrics(config.task), callbacks=list(callbacks),
+        gate_learning_rate=hp["gate_learning_rate"],
     )
     rss_before = current_rss_bytes()
     reset_peak_rss()
@@ -209,10 +210,12 @@ def run_finetune(
     if state == "resume":
         from transformers.trainer_utils import get_last_checkpoint
 
-        last = get_last_checkpoint(str(task_dir / CHECKPOINTS))
+        checkpoints = task_dir / CHECKPOINTS
+        last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
         if last is None:
-            raise OutputDirError(f"{task_dir}: --resume given but no checkpoint was saved in {CHECKPOINTS}/")
-        start_step = int(Path(last).name.split("-")[-1])
+            print(f"{task_dir}: stopped before its first checkpoint; starting it again", flush=True)
+        else:
+            start_step = int(Path(last).name.split("-")[-1])
     started = time.perf_counter()
     train_output = trainer.train(resume_from_checkpoint=last)
     train_seconds = time.perf_counter() - started
@@ -276,3 +279,29 @@ def run_finetune(
         shutil.rmtree(task_dir / CHECKPOINTS, ignore_errors=True)
     write_json_atomic(task_dir / RUN_FILE, record)
     return record
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Worker entry point: ``python -m sparse_models.finetune CONFIG_JSON OUTPUT [options]``.
+
+    Used by ``glue-sparse bench`` to give every run its own process (and so its own peak RSS).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m sparse_models.finetune")
+    parser.add_argument("config", help="FinetuneConfig fields as a JSON object")
+    parser.add_argument("output")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--no-hub", dest="hub", action="store_false")
+    args = parser.parse_args(argv)
+    record = run_finetune(FinetuneConfig(**json.loads(args.config)), args.output, data_dir=args.data_dir,
+                          resume=args.resume, use_hub=args.hub)
+    print(json.dumps({"status": record["status"], "task": record["task"]}))
+    return 0 if record["status"] == "complete" else 3
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

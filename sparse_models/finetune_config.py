@@ -9,6 +9,9 @@ Documented defaults per method (the README repeats them):
 | gates | 1e-3 | target sparsity 0.4, lambda 50 (FineGates reference) |
 | gates+lora | 1e-3 | gates as above plus LoRA r 8, alpha 16 inside every gated layer |
 
+Gate methods also take ``reg_sigma`` (sigma of P(open) in the regulariser) and
+``gate_learning_rate`` (a learning rate for the gate logits alone); both default to the reference.
+
 All methods: batch 32, 3 epochs, max length 128, linear schedule with 6% warm-up, evaluation every
 epoch, model selection ``last``.
 """
@@ -28,7 +31,7 @@ SELECTIONS = ("last", "best")
 DEFAULT_LR = {"full": 2e-5, "lora": 5e-4, "gates": 1e-3, "gates+lora": 1e-3}
 DEFAULT_WEIGHT_DECAY = {"full": 0.01, "lora": 0.0, "gates": 0.0, "gates+lora": 0.0}
 LORA_DEFAULTS = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1}
-GATE_DEFAULTS = {"target_sparsity": 0.4, "sparsity_lambda": 50.0}
+GATE_DEFAULTS = {"target_sparsity": 0.4, "sparsity_lambda": 50.0, "reg_sigma": None, "gate_learning_rate": None}
 LORA_METHODS = ("lora", "gates+lora")
 GATE_METHODS = ("gates", "gates+lora")
 
@@ -59,6 +62,8 @@ class FinetuneConfig:
     lora_dropout: float | None = None
     target_sparsity: float | None = None
     sparsity_lambda: float | None = None
+    reg_sigma: float | None = None  # None: the gate noise std (FineGates reference)
+    gate_learning_rate: float | None = None  # None: learning_rate for the gate logits too
     model_selection: str = "last"
     prune: bool = False
     precision: str = "fp32"  # fp32, bf16 or fp16

@@ -27,10 +27,26 @@ def sparse_gates_tuner(model: torch.nn.Module) -> Any | None:
 class SparseGatesTrainer(Trainer):
     """Adds ``lambda * sparsity penalty`` to the loss in training steps; logs it beside the loss."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gate_learning_rate: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.gate_learning_rate = gate_learning_rate
         self._sparsity_sum = 0.0
         self._sparsity_count = 0
+
+    def create_optimizer(self, *args: Any, **kwargs: Any):
+        """The Trainer's optimizer, with the gate logits in their own group when they get their own lr."""
+        optimizer = super().create_optimizer(*args, **kwargs)
+        if self.gate_learning_rate is None or getattr(optimizer, "_gate_group", False):
+            return optimizer
+        gate_ids = {id(p) for n, p in self.model.named_parameters() if "sparse_gates_" in n and p.requires_grad}
+        gate_params = []
+        for group in optimizer.param_groups:
+            gate_params += [p for p in group["params"] if id(p) in gate_ids]
+            group["params"] = [p for p in group["params"] if id(p) not in gate_ids]
+        if gate_params:
+            optimizer.add_param_group({"params": gate_params, "lr": self.gate_learning_rate, "weight_decay": 0.0})
+        optimizer._gate_group = True
+        return optimizer
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True,

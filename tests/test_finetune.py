@@ -69,11 +69,16 @@ def test_gates_run_trains_only_gates_biases_and_head(tiny_base, glue_fixture_dir
     seen: dict[str, set[str]] = {}
 
     class Capture(TrainerCallback):
-        def on_train_begin(self, args, state, control, model=None, **kwargs):
+        def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
             seen["names"] = {n for n, p in model.named_parameters() if p.requires_grad}
+            gate_ids = {id(p) for n, p in model.named_parameters() if "sparse_gates_" in n}
+            seen["groups"] = [(g.get("initial_lr", g["lr"]), {id(p) in gate_ids for p in g["params"]}) for g in optimizer.param_groups]
 
-    run_finetune(_config(tiny_base, train_limit=8, epochs=1), tmp_path, data_dir=str(glue_fixture_dir),
-                 callbacks=[Capture()], use_hub=False)
+    run_finetune(_config(tiny_base, train_limit=8, epochs=1, gate_learning_rate=0.05), tmp_path,
+                 data_dir=str(glue_fixture_dir), callbacks=[Capture()], use_hub=False)
+    # the gate logits, and only they, train at their own learning rate
+    assert any(lr == 0.05 and kinds == {True} for lr, kinds in seen["groups"])
+    assert all(kinds == {False} for lr, kinds in seen["groups"] if lr != 0.05)
     names = seen["names"]
     assert any("sparse_gates_row" in n for n in names) and any("classifier" in n for n in names)
     assert all("sparse_gates_" in n or n.endswith("base_layer.bias") or ".classifier.modules_to_save." in n

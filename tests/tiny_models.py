@@ -90,3 +90,25 @@ def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | Non
     if task:
         (folder / "run.json").write_text(json.dumps({"task": task, "num_labels": num_labels}))
     return folder
+
+
+def save_tiny_llama_with_tokenizer(folder, corpus: list[str], vocab_size: int = 300, seed: int = 0):
+    """A tiny random Llama plus a byte-level BPE tokenizer trained on ``corpus`` (no downloads)."""
+    from pathlib import Path
+
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(corpus, vocab_size=vocab_size, special_tokens=["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
+                         tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id)
+    model = LlamaForCausalLM(config).eval()
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

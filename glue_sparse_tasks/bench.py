@@ -1,0 +1,288 @@
+"""``glue-sparse bench``: fine-tune, evaluate through lm-eval (``sparse-gated``), time, and store rows.
+
+One row per task x method x regime x seed goes to a JSON Lines store (rewritten atomically per row).
+A row's ``key`` hashes its run identity, the data fingerprints, the evaluation settings and the
+package version, so finished work is skipped and an interrupted bench resumes where it stopped
+(unfinished fine-tunes continue from their last checkpoint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from glue_sparse_tasks.atomic import write_text_atomic
+
+RESULTS_FILE = "results.jsonl"
+LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
+                       "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
+
+
+class BenchConfigError(ValueError):
+    """A bench configuration that cannot run; names the field."""
+
+
+@dataclass
+class MethodSpec:
+    """One method line of the bench: a FineGates/LoRA/full method plus option overrides."""
+
+    method: str
+    label: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.method
+
+
+@dataclass
+class BenchConfig:
+    tasks: list[str]
+    methods: list[MethodSpec]
+    regimes: list[str] = field(default_factory=lambda: ["limited"])
+    seeds: list[int] = field(default_factory=lambda: [1])
+    base_model: str | None = None
+    finetune: dict[str, Any] = field(default_factory=dict)  # shared FinetuneConfig overrides
+    eval_limit: int | None = None  # validation docs per task for lm-eval (None: all)
+    latency_docs: int = 256
+    latency_batch_size: int = 32
+    latency_rounds: int = 3
+    data_dir: str | None = None
+    use_hub: bool = True
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise BenchConfigError(f"{source}: unknown field(s) {unknown}; known: {sorted(known)}")
+        if "tasks" not in raw or "methods" not in raw:
+            raise BenchConfigError(f"{source}: 'tasks' and 'methods' are required")
+        methods = []
+        for i, m in enumerate(raw["methods"]):
+            if isinstance(m, str):
+                methods.append(MethodSpec(m))
+            elif isinstance(m, dict) and "method" in m:
+                opts = {k: v for k, v in m.items() if k not in ("method", "label")}
+                methods.append(MethodSpec(m["method"], m.get("label", ""), opts))
+            else:
+                raise BenchConfigError(f"{source}: methods[{i}] must be a method name or "
+                                       f"{{'method': ..., 'label': ..., options}}, got {m!r}")
+        config = cls(**{**raw, "methods": methods})
+        config.validate(source)
+        return config
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BenchConfig":
+        text = Path(path).read_text()
+        try:
+            if str(path).endswith((".yaml", ".yml")):
+                import yaml
+
+                raw = yaml.safe_load(text)
+            else:
+                raw = json.loads(text)
+        except Exception as exc:  # noqa: BLE001  (yaml and json raise different types)
+            raise BenchConfigError(f"{path}: cannot parse ({exc})") from None
+        if not isinstance(raw, dict):
+            raise BenchConfigError(f"{path}: expected a mapping at the top level")
+        return cls.from_dict(raw, str(path))
+
+    def validate(self, source: str = "bench config") -> None:
+        labels = [m.label for m in self.methods]
+        if len(set(labels)) != len(labels):
+            raise BenchConfigError(f"{source}: method labels must be unique, got {labels}")
+        for run in self.runs():  # every combination must be a valid fine-tuning config
+            try:
+                run["config"]
+            except ValueError as exc:
+                raise BenchConfigError(f"{source}: {exc}") from None
+
+    def runs(self) -> Iterator[dict[str, Any]]:
+        from sparse_models.finetune_config import FinetuneConfig
+
+        for seed in self.seeds:
+            for regime in self.regimes:
+                for spec in self.methods:
+                    for task in self.tasks:
+                        options = {**self.finetune, **spec.options}
+                        if spec.method in ("gates", "gates+lora"):
+                            options["prune"] = True
+                        config = FinetuneConfig(task=task, method=spec.method, regime=regime, seed=seed,
+                                                base_model=self.base_model, **options)
+                        yield {"task": task, "label": spec.label, "method": spec.method, "regime": regime,
+                               "seed": seed, "config": config}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------- the store
+def read_store(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a results store; a malformed line is an error naming its line number."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise BenchConfigError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+    return rows
+
+
+def append_row(path: str | Path, row: dict[str, Any]) -> None:
+    rows = read_store(path)
+    rows.append(row)
+    write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def row_key(identity: dict[str, Any], fingerprints: dict[str, str], bench: BenchConfig, version: str) -> str:
+    payload = {"identity": identity, "data": fingerprints, "version": version,
+               "eval": {"eval_limit": bench.eval_limit, "latency_docs": bench.latency_docs,
+                        "latency_batch_size": bench.latency_batch_size}}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
+
+
+# --------------------------------------------------------------------------------------- one row
+def _lm_eval_metrics(task_dir: Path, task: str, data_dir: str | None, limit: int | None,
+                     results_json: Path) -> dict[str, float]:
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    from glue_sparse_tasks import TASKS_DIR
+    from sparse_models.lm_eval_model import SparseGatedLM
+
+    lm = SparseGatedLM(pretrained=str(task_dir), batch_size=32, device="cpu", results_json=str(results_json))
+    metadata = {"data_dir": data_dir} if data_dir else {}
+    tm = TaskManager(include_path=TASKS_DIR, include_defaults=False, metadata=metadata)
+    out = simple_evaluate(model=lm, tasks=[f"glue_sparse_{task}"], task_manager=tm, limit=limit,
+                          bootstrap_iters=0)
+    raw = out["results"][f"glue_sparse_{task}"]
+    return {k.split(",")[0]: v for k, v in raw.items()
+            if "," in k and "stderr" not in k and isinstance(v, (int, float))}
+
+
+def flat_metrics_from_lm_eval(task: str, metrics: dict[str, float]) -> dict[str, float]:
+    """lm-eval metric names -> the scoring module's flat keys (``rte_accuracy``, ``stsb_pearson``...)."""
+    return {f"{task}_{LM_EVAL_METRIC_KEYS[k]}": v for k, v in metrics.items() if k in LM_EVAL_METRIC_KEYS}
+
+
+def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None) -> dict[str, Any]:
+    """CPU ms per batch on the first validation docs: the dense architecture, and the pruned model."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from glue_sparse_tasks.data import load_glue_rows
+    from glue_sparse_tasks.glue_tasks import GLUE_TASKS, POOLED_SPLIT
+    from sparse_models.checkpoints import describe_checkpoint, load_classifier
+    from sparse_models.speed import time_forwards
+
+    ckpt = describe_checkpoint(task_dir)
+    model, tokenizer = load_classifier(ckpt, torch.float32, "cpu")
+    if ckpt.kind == "adapter":
+        from sparse_models.trainer import sparse_gates_tuner
+
+        model = model.merge_and_unload(prune=False) if sparse_gates_tuner(model) else model.merge_and_unload()
+    split = POOLED_SPLIT if task == "mnli" else "validation"
+    rows, _ = load_glue_rows(task, split, data_dir, limit=bench.latency_docs, use_hub=bench.use_hub)
+    fields = GLUE_TASKS[task].text_fields
+    bs = bench.latency_batch_size
+    batches = [dict(tokenizer(*[[r[f] for r in rows[i:i + bs]] for f in fields], padding=True, truncation=True,
+                              max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
+    models = [model.eval()]
+    pruned_dir = task_dir / "pruned"
+    if pruned_dir.is_dir():
+        models.append(AutoModelForSequenceClassification.from_pretrained(pruned_dir).eval())
+    seconds = time_forwards(models, batches, bench.latency_rounds)
+    out = {"docs": len(rows), "batch_size": bs, "batches": len(batches), "threads": torch.get_num_threads(),
+           "dense_ms_per_batch": 1000 * seconds[0] / len(batches)}
+    if len(seconds) > 1:
+        out["pruned_ms_per_batch"] = 1000 * seconds[1] / len(batches)
+        out["latency_ratio"] = seconds[0] / seconds[1]
+    return out
+
+
+def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None:
+    cmd = [sys.executable, "-m", "sparse_models.finetune", json.dumps(asdict(config)), str(out_dir), "--resume"]
+    if bench.data_dir:
+        cmd += ["--data-dir", bench.data_dir]
+    if not bench.use_hub:
+        cmd.append("--no-hub")
+    proc = subprocess.run(cmd)
+    if proc.returncode != 0:
+        raise RuntimeError(f"fine-tuning failed ({' '.join(cmd[:3])} ... exit {proc.returncode}); "
+                           "rerun the bench to resume it")
+
+
+def run_bench(bench: BenchConfig, output: str | Path, log=print) -> Path:
+    """Run every missing row; return the store path. Rows already in the store are skipped."""
+    from importlib import metadata
+
+    from glue_sparse_tasks.data import load_glue_rows
+    from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
+    from sparse_models.finetune import identity
+
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    store = output / RESULTS_FILE
+    version = metadata.version("glue-sparse")
+    done = {r["key"] for r in read_store(store)}
+    runs = list(bench.runs())
+    fingerprints: dict[tuple, str] = {}
+    for i, run in enumerate(runs, 1):
+        config, task = run["config"], run["task"]
+        hp = config.resolved()
+        fp_key = (task, run["regime"], hp["train_limit"])
+        if fp_key not in fingerprints:
+            _, train_prov = load_glue_rows(task, "train", bench.data_dir, limit=hp["train_limit"],
+                                           use_hub=bench.use_hub)
+            _, val_prov = load_glue_rows(task, POOLED_SPLIT if task == "mnli" else "validation", bench.data_dir,
+                                         use_hub=bench.use_hub)
+            fingerprints[fp_key] = {"train": train_prov.sha256, "validation": val_prov.sha256}
+        ident = identity(config)
+        key = row_key(ident, fingerprints[fp_key], bench, version)
+        title = f"[{i}/{len(runs)}] {task} · {run['label']} · {run['regime']} · seed {run['seed']}"
+        if key in done:
+            log(f"{title}: cached")
+            continue
+        run_root = output / "runs" / run["label"] / run["regime"] / f"seed-{run['seed']}"
+        log(f"{title}: fine-tuning -> {run_root / task}")
+        _finetune_subprocess(config, run_root, bench)
+        task_dir = run_root / task
+        record = json.loads((task_dir / "run.json").read_text())
+        log(f"{title}: evaluating through lm-eval (sparse-gated)")
+        started = time.perf_counter()
+        metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json")
+        eval_seconds = time.perf_counter() - started
+        pruned_metrics = None
+        if (task_dir / "pruned").is_dir():
+            pruned_metrics = _lm_eval_metrics(task_dir / "pruned", task, bench.data_dir, bench.eval_limit,
+                                              task_dir / "pruned" / "lm_eval.json")
+        log(f"{title}: timing CPU eval latency")
+        latency = _latency(task_dir, task, bench, bench.data_dir)
+        row = {
+            "key": key, "task": task, "label": run["label"], "method": run["method"], "regime": run["regime"],
+            "seed": run["seed"], "base_model": ident["base_model"], "hyperparameters": ident,
+            "data": record["data"], "metrics": metrics, "flat_metrics": flat_metrics_from_lm_eval(task, metrics),
+            "pruned_metrics": pruned_metrics, "primary_metric": record["primary_metric"],
+            "accounting": record["accounting"], "train_seconds": record["train_seconds"],
+            "seconds_per_step": record["seconds_per_step"], "peak_rss_bytes": record["peak_rss_bytes"],
+            "train_steps": record["train_steps"], "eval_seconds": eval_seconds, "latency": latency,
+            "run_dir": str(task_dir), "versions": record["versions"], "git": record["git"],
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        append_row(store, row)
+        done.add(key)
+        score = metrics.get({"accuracy": "acc"}.get(record["primary_metric"], record["primary_metric"]))
+        log(f"{title}: {record['primary_metric']} {score:.4f}, removed "
+            f"{record['accounting']['removed_share_of_gated']:.1%} of gated weights")
+    return store

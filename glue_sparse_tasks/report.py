@@ -1,0 +1,194 @@
+"""``glue-sparse report``: tables (markdown, CSV) and plots recomputed from a bench results store.
+
+Every average comes from ``scoring.glue_average`` over the rows' flat metrics, so the report, the
+lm-eval group and the evaluate metric agree. Seeds are summarised as mean ± std and median.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from glue_sparse_tasks import scoring
+from glue_sparse_tasks.atomic import write_text_atomic
+
+REPORT_MD = "report.md"
+REPORT_CSV = "report.csv"
+SCORE_PLOT = "score_vs_removed.png"
+LATENCY_PLOT = "latency_vs_removed.png"
+
+
+@dataclass
+class Summary:
+    values: list[float]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values) if self.values else math.nan
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values) if self.values else math.nan
+
+    def text(self, scale: float = 100.0, digits: int = 1) -> str:
+        if not self.values:
+            return "–"
+        if len(self.values) == 1:
+            return f"{self.mean * scale:.{digits}f}"
+        return f"{self.mean * scale:.{digits}f} ± {self.std * scale:.{digits}f} ({self.median * scale:.{digits}f})"
+
+
+def _primary_key(task: str, convention: str) -> str:
+    entries = scoring.get_convention(convention).entries
+    keys = entries.get(task) or (f"{task}_{scoring.primary_metric(task)}",)
+    return keys[0]
+
+
+def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> list[dict[str, Any]]:
+    """One summary per (method label, regime): per-task scores, GLUE averages, accounting, latency."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        groups[(row["label"], row["regime"])].append(row)
+    tasks = sorted({r["task"] for r in rows})
+    out = []
+    for (label, regime), group in sorted(groups.items()):
+        by_seed: dict[int, dict[str, float]] = defaultdict(dict)
+        for r in group:
+            by_seed[r["seed"]].update(r["flat_metrics"])
+        averages = {seed: scoring.glue_average(flat, convention) for seed, flat in by_seed.items()}
+        per_task = {t: Summary([r["flat_metrics"][_primary_key(t, convention)] for r in group
+                                if r["task"] == t and _primary_key(t, convention) in r["flat_metrics"]])
+                    for t in tasks}
+        any_avg = next(iter(averages.values()))
+        complete = all(a.is_complete for a in averages.values())
+        avg_values = [a.value if complete else a.partial_value for a in averages.values()]
+        latencies = [r["latency"] for r in group]
+        pruned_ms = [l["pruned_ms_per_batch"] for l in latencies if "pruned_ms_per_batch" in l]
+        out.append({
+            "label": label, "method": group[0]["method"], "regime": regime,
+            "seeds": sorted(by_seed), "tasks": per_task,
+            "glue_average": Summary([v for v in avg_values if v is not None]),
+            "average_label": any_avg.label(), "average_tasks": sorted(any_avg.entries),
+            "trainable": statistics.median(r["accounting"]["trainable_parameters"] for r in group),
+            "removed_gated": Summary([r["accounting"]["removed_share_of_gated"] for r in group]),
+            "removed_total": Summary([r["accounting"]["removed_share_of_total"] for r in group]),
+            "dense_ms": Summary([l["dense_ms_per_batch"] for l in latencies]),
+            "pruned_ms": Summary(pruned_ms),
+            "latency_ratio": Summary([l["latency_ratio"] for l in latencies if "latency_ratio" in l]),
+            "peak_rss_mb": Summary([r["peak_rss_bytes"] / 2**20 for r in group]),
+            "seconds_per_step": Summary([r["seconds_per_step"] for r in group if r["seconds_per_step"]]),
+            "pruned_equal": all(r["pruned_metrics"] is None or
+                                all(abs(r["pruned_metrics"].get(k, v) - v) < 1e-9 for k, v in r["metrics"].items())
+                                for r in group),
+        })
+    return out
+
+
+def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """The issue's targets, each stated as met or missed by how much (compared within a regime)."""
+    lines = []
+    for regime in sorted({s["regime"] for s in summaries}):
+        by_method = {s["method"]: s for s in summaries if s["regime"] == regime and s["label"] == s["method"]}
+        full, gates, lora = by_method.get("full"), by_method.get("gates"), by_method.get("lora")
+        if full and gates:
+            gap = (full["glue_average"].mean - gates["glue_average"].mean) * 100
+            removed = gates["removed_gated"].mean * 100
+            ok = gap <= 1.0 and removed >= 30
+            lines.append(f"- [{regime}] gates within 1.0 point of full while removing ≥30% of gated weights: "
+                         f"{'met' if ok else 'MISSED'} — gap {gap:+.2f} points (full − gates), "
+                         f"removed {removed:.1f}%"
+                         + ("" if ok else f" (short by {max(gap - 1.0, 0):.2f} points and "
+                                          f"{max(30 - removed, 0):.1f} points of removal)"))
+        if gates and lora:
+            g, l_ = gates["peak_rss_mb"].mean, lora["peak_rss_mb"].mean
+            lines.append(f"- [{regime}] peak training memory of gates ≤ LoRA: {'met' if g <= l_ else 'MISSED'} — "
+                         f"{g:.0f} MB vs {l_:.0f} MB ({g - l_:+.0f} MB)")
+        if gates and gates["latency_ratio"].values:
+            r = gates["latency_ratio"].mean
+            lines.append(f"- [{regime}] pruned CPU eval latency ≥1.3× better than dense: "
+                         f"{'met' if r >= 1.3 else 'MISSED'} — {r:.2f}×"
+                         + ("" if r >= 1.3 else f" (short by {1.3 - r:.2f}×)"))
+    return lines
+
+
+def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    tasks = sorted({t for s in summaries for t in s["tasks"]})
+    header = ["method", "regime", "seeds", *tasks, "GLUE avg", "avg over", "trainable", "removed % gated",
+              "removed % total", "dense ms/batch", "pruned ms/batch", "latency ×", "peak train MB", "s/step"]
+    body = []
+    for s in summaries:
+        body.append([
+            s["label"], s["regime"], ",".join(map(str, s["seeds"])),
+            *[s["tasks"][t].text() for t in tasks],
+            s["glue_average"].text(), "+".join(s["average_tasks"]), f"{s['trainable']:,.0f}",
+            s["removed_gated"].text(), s["removed_total"].text(), s["dense_ms"].text(1, 1),
+            s["pruned_ms"].text(1, 1), s["latency_ratio"].text(1, 2), s["peak_rss_mb"].text(1, 0),
+            s["seconds_per_step"].text(1, 2),
+        ])
+    return header, body
+
+
+def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for method in sorted({s["method"] for s in summaries}):
+        for regime in sorted({s["regime"] for s in summaries}):
+            points = sorted(
+                (s["removed_total"].mean * 100,
+                 (s["glue_average"].mean * 100) if y == "score"
+                 else (s["pruned_ms"].mean if s["pruned_ms"].values else s["dense_ms"].mean))
+                for s in summaries if s["method"] == method and s["regime"] == regime)
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, marker="o", label=f"{method} ({regime})")
+    ax.set_xlabel("% of all parameters removed")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention: str = "default",
+                 title: str = "glue-sparse benchmark", preface: str = "") -> dict[str, Path]:
+    """Write report.md, report.csv and the two PNG plots; return their paths."""
+    if not rows:
+        raise ValueError("the results store has no rows to report")
+    out_dir = Path(out_dir)
+    summaries = summarise(rows, convention)
+    header, body = _table_rows(summaries)
+    buf = io.StringIO()
+    csv.writer(buf).writerows([header, *body])
+    paths = {"csv": write_text_atomic(out_dir / REPORT_CSV, buf.getvalue())}
+    label = summaries[0]["average_label"]
+    md = [f"# {title}", "", preface, "" if preface else None,
+          f"Scores ×100 on GLUE validation sets; mean ± std (median) over seeds; {label}. "
+          "Convention: " + scoring.get_convention(convention).description + ".", "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(row) + " |" for row in body]
+    md += ["", "## Targets", *targets(summaries), "",
+           "Pruned models score the same as their gated adapters: "
+           + ("yes, on every row." if all(s["pruned_equal"] for s in summaries) else "NO: see results.jsonl."),
+           "", f"![score vs removed]({SCORE_PLOT})", f"![latency vs removed]({LATENCY_PLOT})", ""]
+    paths["markdown"] = write_text_atomic(out_dir / REPORT_MD, "\n".join(line for line in md if line is not None))
+    _plot(summaries, "score", f"GLUE average ×100 ({convention})", out_dir / SCORE_PLOT)
+    _plot(summaries, "latency", "CPU eval ms per batch (pruned if any)", out_dir / LATENCY_PLOT)
+    paths["score_plot"], paths["latency_plot"] = out_dir / SCORE_PLOT, out_dir / LATENCY_PLOT
+    return paths

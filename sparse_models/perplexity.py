@@ -1,0 +1,164 @@
+"""Token-level perplexity under named protocols, for any HF causal LM and our gated/pruned models.
+
+- ``sparsegpt`` (SparseGPT/Wanda/GPTQ): the first ``docs`` documents joined with spaces, tokenized
+  once, the first ``n_samples * seqlen`` tokens cut into non-overlapping windows; perplexity is
+  exp(mean token NLL). Published defaults: 1,100 docs, 256 x 2,048.
+- ``galore`` (GaLore/FineGates): each document truncated to its first ``max_length`` (256) tokens
+  and padded; batches until ``token_budget`` non-pad tokens were seen; exp(mean of batch losses).
+
+Logits are computed in chunks of positions so memory stays bounded for large vocabularies.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+PROTOCOLS = ("sparsegpt", "galore")
+
+
+class PerplexityError(ValueError):
+    """Inputs a protocol cannot use (too few tokens, a window longer than the model's context...)."""
+
+
+@dataclass
+class PerplexityResult:
+    protocol: str
+    perplexity: float
+    mean_nll: float
+    tokens_scored: int
+    tokens_used: int
+    windows: int
+    settings: dict[str, Any]
+    data: dict[str, Any]
+    model: str
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens_used / self.seconds if self.seconds else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tokens_per_second": self.tokens_per_second}
+
+
+def causal_lm_parts(model: nn.Module) -> tuple[nn.Module, nn.Module, Any]:
+    """(backbone returning hidden states, output head, config) of a causal LM, gated or pruned."""
+    from peft import PeftModel
+
+    from .modeling_sparse_gated import SparseGatedPreTrainedModel
+
+    if isinstance(model, PeftModel):
+        model = model.get_base_model()
+    if isinstance(model, SparseGatedPreTrainedModel):
+        model = model.model
+    return model.get_decoder(), model.get_output_embeddings(), model.config
+
+
+def context_length(config: Any) -> int | None:
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        if getattr(config, name, None):
+            return int(getattr(config, name))
+    return None
+
+
+@torch.inference_mode()
+def nll_sum(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+            chunk: int = 256) -> tuple[float, int]:
+    """Sum of next-token NLL over positions whose target is a real token, and how many there were."""
+    backbone, head, _ = causal_lm_parts(model)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
+    targets = input_ids[:, 1:]
+    valid = attention_mask[:, 1:].bool() if attention_mask is not None else torch.ones_like(targets, dtype=torch.bool)
+    total, count = 0.0, 0
+    for start in range(0, targets.shape[1], chunk):
+        logits = head(hidden[:, start:start + chunk]).float()
+        tgt = targets[:, start:start + chunk]
+        mask = valid[:, start:start + chunk]
+        losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
+        total += float(losses[mask.reshape(-1)].sum())
+        count += int(mask.sum())
+    return total, count
+
+
+def _check_seqlen(model: nn.Module, seqlen: int) -> None:
+    limit = context_length(causal_lm_parts(model)[2])
+    if limit is not None and seqlen > limit:
+        raise PerplexityError(f"seqlen {seqlen} is longer than the model's context ({limit} positions)")
+
+
+def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str], n_samples: int = 256,
+                         seqlen: int = 2048, docs: int = 1100, device: str = "cpu",
+                         data: dict | None = None, model_name: str = "") -> PerplexityResult:
+    """SparseGPT-style C4 perplexity (see module docstring)."""
+    _check_seqlen(model, seqlen)
+    if not texts:
+        raise PerplexityError("no documents to score")
+    joined = " ".join(texts[:docs])
+    ids = tokenizer(joined, return_tensors="pt").input_ids
+    needed = n_samples * seqlen
+    if ids.shape[1] < needed:
+        raise PerplexityError(f"the first {min(docs, len(texts))} documents give {ids.shape[1]:,} tokens; "
+                              f"{n_samples} x {seqlen} = {needed:,} are needed (lower n_samples or seqlen)")
+    ids = ids[:, :needed].view(n_samples, seqlen)
+    start = time.perf_counter()
+    total, count = 0.0, 0
+    model.eval()
+    for i in range(n_samples):
+        s, c = nll_sum(model, ids[i:i + 1].to(device))
+        total, count = total + s, count + c
+    seconds = time.perf_counter() - start
+    mean = total / count
+    return PerplexityResult("sparsegpt", math.exp(mean), mean, count, needed, n_samples,
+                            {"n_samples": n_samples, "seqlen": seqlen, "docs": docs, "joiner": "space"},
+                            dict(data or {}), model_name, seconds)
+
+
+def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str], max_length: int = 256,
+                      token_budget: int = 10_000_000, batch_size: int = 8, device: str = "cpu",
+                      data: dict | None = None, model_name: str = "") -> PerplexityResult:
+    """GaLore/FineGates-style perplexity (see module docstring)."""
+    _check_seqlen(model, max_length)
+    if not texts:
+        raise PerplexityError("no documents to score")
+    if tokenizer.pad_token_id is None:  # causal LM tokenizers often have none; padding is masked anyway
+        tokenizer = copy.copy(tokenizer)
+        tokenizer.pad_token = tokenizer.eos_token
+    batch_losses: list[float] = []
+    seen = scored = docs_used = 0
+    start = time.perf_counter()
+    model.eval()
+    for lo in range(0, len(texts), batch_size):
+        if seen >= token_budget:
+            break
+        enc = tokenizer(list(texts[lo:lo + batch_size]), truncation=True, max_length=max_length,
+                        padding="max_length", return_tensors="pt")
+        total, count = nll_sum(model, enc["input_ids"].to(device), enc["attention_mask"].to(device))
+        if count == 0:
+            continue
+        batch_losses.append(total / count)
+        seen += int(enc["attention_mask"].sum())
+        scored += count
+        docs_used += enc["input_ids"].shape[0]
+    seconds = time.perf_counter() - start
+    mean = sum(batch_losses) / len(batch_losses)
+    return PerplexityResult("galore", math.exp(mean), mean, scored, seen, len(batch_losses),
+                            {"max_length": max_length, "token_budget": token_budget, "batch_size": batch_size,
+                             "docs_used": docs_used, "budget_reached": seen >= token_budget},
+                            dict(data or {}), model_name, seconds)
+
+
+def perplexity(protocol: str, *args: Any, **kwargs: Any) -> PerplexityResult:
+    if protocol == "sparsegpt":
+        return sparsegpt_perplexity(*args, **kwargs)
+    if protocol == "galore":
+        return galore_perplexity(*args, **kwargs)
+    raise PerplexityError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")

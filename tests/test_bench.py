@@ -1,0 +1,133 @@
+"""The bench end to end on a tiny random BERT and fixture data; caching, resume, report and plots."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from transformers import TrainerCallback
+
+from glue_sparse_tasks import scoring
+from glue_sparse_tasks.bench import BenchConfig, BenchConfigError, read_store, run_bench
+from glue_sparse_tasks.report import summarise, write_report
+from sparse_models.finetune import run_finetune
+from tests.tiny_models import save_tiny_classifier
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    return str(save_tiny_classifier(tmp_path_factory.mktemp("bench_base"), 2, seed=21))
+
+
+def _bench(tiny_base, glue_fixture_dir, **kw) -> BenchConfig:
+    raw = {"tasks": ["rte", "stsb"], "methods": ["full", {"method": "gates", "label": "gates-0.4"}],
+           "seeds": [1, 2], "base_model": tiny_base,
+           "finetune": {"max_steps": 2, "batch_size": 8, "max_length": 32, "save_steps": 1, "train_limit": 16},
+           "latency_docs": 16, "latency_batch_size": 8, "latency_rounds": 1,
+           "data_dir": str(glue_fixture_dir), "use_hub": False}
+    raw.update(kw)
+    return BenchConfig.from_dict(raw)
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_base, glue_fixture_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    logs: list[str] = []
+    store = run_bench(_bench(tiny_base, glue_fixture_dir), out, log=logs.append)
+    return out, store, logs
+
+
+def test_bench_runs_end_to_end_and_stores_one_row_per_combination(finished):
+    out, store, logs = finished
+    rows = read_store(store)
+    assert len(rows) == 2 * 2 * 2  # tasks x methods x seeds
+    assert {(r["task"], r["label"], r["seed"]) for r in rows} == {
+        (t, m, s) for t in ("rte", "stsb") for m in ("full", "gates-0.4") for s in (1, 2)}
+    for r in rows:
+        assert r["metrics"] and r["flat_metrics"] and r["latency"]["dense_ms_per_batch"] > 0
+        assert r["accounting"]["dense_parameters"] > 0
+        if r["method"] == "gates":
+            assert r["pruned_metrics"] == r["metrics"]  # pruned model scores like its adapter
+            assert r["latency"]["pruned_ms_per_batch"] > 0
+        else:
+            assert r["pruned_metrics"] is None
+    stsb = next(r for r in rows if r["task"] == "stsb")
+    assert set(stsb["flat_metrics"]) == {"stsb_pearson", "stsb_spearman"}
+    assert any("evaluating through lm-eval" in line for line in logs)
+
+
+def test_cached_rows_are_skipped(finished, tiny_base, glue_fixture_dir):
+    out, store, _ = finished
+    before = store.read_text()
+    logs: list[str] = []
+    run_bench(_bench(tiny_base, glue_fixture_dir), out, log=logs.append)
+    assert store.read_text() == before
+    assert sum(line.endswith(": cached") for line in logs) == 8
+
+
+def test_interrupted_bench_resumes(finished, tiny_base, glue_fixture_dir, tmp_path):
+    out, store, _ = finished
+    rows = read_store(store)
+    bench = _bench(tiny_base, glue_fixture_dir)
+    # A bench stopped after three rows, with the fourth fine-tune stopped after its first step.
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    fourth = list(bench.runs())[3]
+    run_root = tmp_path / "runs" / fourth["label"] / fourth["regime"] / f"seed-{fourth['seed']}"
+
+    class StopAfterFirstStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = True
+
+    stopped = run_finetune(fourth["config"], run_root, data_dir=str(glue_fixture_dir),
+                           callbacks=[StopAfterFirstStep()], use_hub=False)
+    assert stopped["status"] == "interrupted"
+    logs: list[str] = []
+    run_bench(bench, tmp_path, log=logs.append)
+    resumed = read_store(tmp_path / "results.jsonl")
+    assert len(resumed) == 8 and sum(line.endswith(": cached") for line in logs) == 3
+    assert {r["key"] for r in resumed} == {r["key"] for r in rows}
+    record = json.loads((run_root / fourth["task"] / "run.json").read_text())
+    assert record["resumed_from_step"] == 1
+
+
+def test_report_is_recomputed_from_the_store(finished, tmp_path):
+    _, store, _ = finished
+    rows = read_store(store)
+    paths = write_report(rows, tmp_path)
+    summaries = {s["label"]: s for s in summarise(rows)}
+    full = summaries["full"]
+    per_seed = []
+    for seed in (1, 2):
+        flat = {}
+        for r in rows:
+            if r["label"] == "full" and r["seed"] == seed:
+                flat.update(r["flat_metrics"])
+        per_seed.append(scoring.glue_average(flat).partial_value)
+    assert full["glue_average"].mean == pytest.approx(statistics.fmean(per_seed))
+    assert full["glue_average"].median == pytest.approx(statistics.median(per_seed))
+    assert full["average_tasks"] == ["rte", "stsb"]
+    text = paths["markdown"].read_text()
+    assert "partial GLUE average (default) over rte, stsb; missing cola" in text
+    assert "## Targets" in text and "gates" in text
+    csv_lines = paths["csv"].read_text().splitlines()
+    assert csv_lines[0].startswith("method,regime,seeds,rte,stsb,GLUE avg")
+    assert len(csv_lines) == 3
+    for key in ("score_plot", "latency_plot"):
+        data = paths[key].read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1000
+
+
+def test_bad_bench_configs_name_the_field(tmp_path):
+    with pytest.raises(BenchConfigError, match=r"unknown field\(s\) \['epoch'\]"):
+        BenchConfig.from_dict({"tasks": ["rte"], "methods": ["full"], "epoch": 3})
+    with pytest.raises(BenchConfigError, match="unknown method 'gate'"):
+        BenchConfig.from_dict({"tasks": ["rte"], "methods": ["gate"]})
+    with pytest.raises(BenchConfigError, match="labels must be unique"):
+        BenchConfig.from_dict({"tasks": ["rte"], "methods": ["gates", {"method": "gates"}]})
+    bad = tmp_path / "store.jsonl"
+    bad.write_text('{"key": 1}\nnot json\n')
+    with pytest.raises(BenchConfigError, match="store.jsonl:2"):
+        read_store(bad)
