@@ -97,11 +97,11 @@ class BenchConfig:
         labels = [m.label for m in self.methods]
         if len(set(labels)) != len(labels):
             raise BenchConfigError(f"{source}: method labels must be unique, got {labels}")
-        for run in self.runs():  # every combination must be a valid fine-tuning config
-            try:
-                run["config"]
-            except ValueError as exc:
-                raise BenchConfigError(f"{source}: {exc}") from None
+        try:  # every combination must be a valid fine-tuning config
+            for _ in self.runs():
+                pass
+        except ValueError as exc:
+            raise BenchConfigError(f"{source}: {exc}") from None
 
     def runs(self) -> Iterator[dict[str, Any]]:
         from sparse_models.finetune_config import FinetuneConfig

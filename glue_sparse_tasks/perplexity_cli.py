@@ -115,6 +115,8 @@ def add_posttrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-docs", type=_doc_range, default=slice(0, 1000), help="START:END training documents")
     p.add_argument("--eval-docs", type=_doc_range, default=slice(1000, None), help="START:END held-out documents")
     p.add_argument("--out-dir", required=True, help="folder for results.json, results.md and adapters")
+    p.add_argument("--score-gated", action="store_true",
+                   help="also score the gated (unpruned) model; it equals the pruned one, so off by default")
 
 
 def _disjoint(a: slice, b: slice, n: int) -> bool:
@@ -145,7 +147,8 @@ def run_posttrain(args: argparse.Namespace) -> int:
                                       learning_rate=args.lr, sparsity_lambda=args.sparsity_lambda,
                                       reg_sigma=args.reg_sigma)
         gated.save_pretrained(str(out_dir / f"target-{target}" / "adapter"))
-        gated_scores = _score(gated, tokenizer, held_out, prov, args, f"gated target {target}")
+        gated_scores = (_score(gated, tokenizer, held_out, prov, args, f"gated target {target}")
+                        if args.score_gated else None)
         pruned = gated.merge_and_unload()
         pruned_scores = _score(pruned, tokenizer, held_out, prov, args, f"pruned target {target}")
         dense_tps, pruned_tps = tokens_per_second([dense, pruned], tokenizer, held_out)

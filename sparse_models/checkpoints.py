@@ -152,7 +152,8 @@ def load_classifier(ckpt: Checkpoint, dtype: Any, device: str, base: str | None 
             raise CheckpointError(
                 f"{ckpt.path}: its base model {base_path!r} does not exist here; pass base=PATH in --model_args"
             )
-        kwargs = {"num_labels": ckpt.num_labels} if ckpt.num_labels else {}
+        # The adapter carries its own head (PEFT modules_to_save): the base's head may differ in size.
+        kwargs = {"num_labels": ckpt.num_labels, "ignore_mismatched_sizes": True} if ckpt.num_labels else {}
         model = AutoModelForSequenceClassification.from_pretrained(base_path, dtype=dtype, **kwargs)
         model = PeftModel.from_pretrained(model, ckpt.path).eval()
         if prune:

@@ -110,7 +110,7 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     assert full["glue_average"].median == pytest.approx(statistics.median(per_seed))
     assert full["average_tasks"] == ["rte", "stsb"]
     text = paths["markdown"].read_text()
-    assert "partial GLUE average (default) over rte, stsb; missing cola" in text
+    assert "partial GLUE average (default) over stsb, rte; missing cola, mnli, mrpc, qnli, qqp, sst2" in text
     assert "## Targets" in text and "gates" in text
     csv_lines = paths["csv"].read_text().splitlines()
     assert csv_lines[0].startswith("method,regime,seeds,rte,stsb,GLUE avg")
@@ -131,3 +131,30 @@ def test_bad_bench_configs_name_the_field(tmp_path):
     bad.write_text('{"key": 1}\nnot json\n')
     with pytest.raises(BenchConfigError, match="store.jsonl:2"):
         read_store(bad)
+
+
+def test_bench_flags_override_the_config_file(tmp_path):
+    from glue_sparse_tasks.bench_cli import _bench_config
+    from glue_sparse_tasks.cli import build_parser
+
+    config = tmp_path / "bench.yaml"
+    config.write_text("tasks: [rte, stsb]\nmethods: [full, {method: gates, label: g6, target_sparsity: 0.6}]\n"
+                      "seeds: [1, 2, 3]\nfinetune: {epochs: 1}\n")
+    args = build_parser().parse_args(["bench", "--config", str(config), "--seeds", "7", "--max-steps", "5",
+                                      "--output", str(tmp_path / "out")])
+    bench = _bench_config(args)
+    assert bench.seeds == [7] and bench.tasks == ["rte", "stsb"]
+    assert bench.finetune == {"epochs": 1, "max_steps": 5}
+    runs = list(bench.runs())
+    gates = next(r for r in runs if r["label"] == "g6")
+    assert gates["config"].target_sparsity == 0.6 and gates["config"].prune
+
+
+def test_report_cli_prints_the_table(finished, tmp_path, capsys):
+    from glue_sparse_tasks.cli import main
+
+    _, store, _ = finished
+    assert main(["report", "--results", str(store), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "| full | limited | 1,2 |" in printed and (tmp_path / "report.csv").is_file()
+    assert main(["report", "--results", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]) == 2
