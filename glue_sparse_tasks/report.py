@@ -40,6 +40,10 @@ class Summary:
     def median(self) -> float:
         return statistics.median(self.values) if self.values else math.nan
 
+    def mean_text(self, scale: float = 1.0, digits: int = 1) -> str:
+        """Just the mean: for per-row quantities (latency, memory) averaged over tasks and seeds."""
+        return f"{self.mean * scale:.{digits}f}" if self.values else "–"
+
     def text(self, scale: float = 100.0, digits: int = 1) -> str:
         if not self.values:
             return "–"
@@ -131,9 +135,9 @@ def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[li
             s["label"], s["regime"], ",".join(map(str, s["seeds"])),
             *[s["tasks"][t].text() for t in tasks],
             s["glue_average"].text(), "+".join(s["average_tasks"]), f"{s['trainable']:,.0f}",
-            s["removed_gated"].text(), s["removed_total"].text(), s["dense_ms"].text(1, 1),
-            s["pruned_ms"].text(1, 1), s["latency_ratio"].text(1, 2), s["peak_rss_mb"].text(1, 0),
-            s["seconds_per_step"].text(1, 2),
+            s["removed_gated"].mean_text(100), s["removed_total"].mean_text(100), s["dense_ms"].mean_text(),
+            s["pruned_ms"].mean_text(), s["latency_ratio"].mean_text(1, 2), s["peak_rss_mb"].mean_text(1, 0),
+            s["seconds_per_step"].mean_text(1, 2),
         ])
     return header, body
 
@@ -155,6 +159,7 @@ def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) 
             if points:
                 xs, ys = zip(*points)
                 ax.plot(xs, ys, marker="o", label=f"{method} ({regime})")
+    ax.set_xlim(left=-1)
     ax.set_xlabel("% of all parameters removed")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -179,7 +184,8 @@ def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention
     paths = {"csv": write_text_atomic(out_dir / REPORT_CSV, buf.getvalue())}
     label = summaries[0]["average_label"]
     md = [f"# {title}", "", preface, "" if preface else None,
-          f"Scores ×100 on GLUE validation sets; mean ± std (median) over seeds; {label}. "
+          f"Scores ×100 on GLUE validation sets; mean ± std (median) over seeds; {label}. Trainable "
+          "parameters (median), removal, latency, peak memory and s/step are means over tasks and seeds. "
           "Convention: " + scoring.get_convention(convention).description + ".", "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in body]
