@@ -14,6 +14,9 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

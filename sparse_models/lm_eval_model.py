@@ -271,8 +271,6 @@ class SparseGatedLM(LM):
 
 def register() -> None:
     """Register ``sparse-gated`` by hand (only needed with ``GLUE_SPARSE_NO_HOOK=1``)."""
-    import lm_eval.models  # noqa: F401  (built-ins first)
-    from lm_eval.api.registry import model_registry
+    from glue_sparse_tasks.lm_eval_hook import register_models
 
-    if "sparse-gated" not in model_registry:
-        model_registry.register("sparse-gated", target=f"{__name__}:SparseGatedLM")
+    register_models()

@@ -133,3 +133,30 @@ def test_posttraining_trains_only_gates_and_prunes(tiny_llama, tmp_path):
     assert info["train_tokens"] == 3 * 2 * 32 and info["accounting"]["trainable_parameters"] == sum(
         p.numel() for n, p in gated.named_parameters() if "sparse_gates_" in n)
     assert len(info["loss_log"]) >= 1
+
+
+def test_perplexity_and_posttrain_commands(tiny_llama, c4_dir, tmp_path):
+    from glue_sparse_tasks.cli import main
+
+    out = tmp_path / "ppl.json"
+    assert main(["perplexity", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
+                 "--n-samples", "2", "--seqlen", "64", "--max-length", "32", "--token-budget", "500",
+                 "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"sparsegpt", "galore"}
+    assert result["sparsegpt"]["tokens_scored"] == 2 * 63 and result["sparsegpt"]["data"]["corpus"] == "c4"
+    assert len(result["galore"]["data"]["range_sha256"]) == 64
+    assert main(["perplexity", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
+                 "--seqlen", "4096"]) == 2  # longer than the model's context: a clear error, no traceback
+    assert main(["posttrain", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
+                 "--train-docs", "0:30", "--eval-docs", "20:60", "--out-dir", str(tmp_path / "p")]) == 2
+    assert main(["posttrain", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
+                 "--targets", "0.3", "--steps", "2", "--train-seqlen", "32", "--train-batch-size", "2",
+                 "--n-samples", "2", "--seqlen", "64", "--max-length", "32", "--token-budget", "300",
+                 "--train-docs", "0:30",
+                 "--eval-docs", "30:60", "--out-dir", str(tmp_path / "p")]) == 0
+    record = json.loads((tmp_path / "p" / "results.json").read_text())
+    assert "disjoint documents 30:60" in record["note"]
+    target = record["target-0.3"]
+    assert target["pruned"]["sparsegpt"]["tokens_scored"] == 2 * 63 and target["speedup"] > 0
+    assert "| dense |" in (tmp_path / "p" / "results.md").read_text()
