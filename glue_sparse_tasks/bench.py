@@ -139,9 +139,8 @@ def read_store(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def append_row(path: str | Path, row: dict[str, Any]) -> None:
-    rows = read_store(path)
-    rows.append(row)
+def write_store(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Rewrite the whole store atomically: a killed bench never leaves a half-written line."""
     write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
@@ -235,7 +234,8 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     store = output / RESULTS_FILE
     version = metadata.version("glue-sparse")
-    done = {r["key"] for r in read_store(store)}
+    rows = read_store(store)
+    done = {r["key"] for r in rows}
     runs = list(bench.runs())
     fingerprints: dict[tuple, str] = {}
     for i, run in enumerate(runs, 1):
@@ -280,7 +280,8 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print) -> Path:
             "run_dir": str(task_dir), "versions": record["versions"], "git": record["git"],
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        append_row(store, row)
+        rows.append(row)
+        write_store(store, rows)
         done.add(key)
         score = metrics.get({"accuracy": "acc"}.get(record["primary_metric"], record["primary_metric"]))
         log(f"{title}: {record['primary_metric']} {score:.4f}, removed "

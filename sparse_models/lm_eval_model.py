@@ -19,7 +19,7 @@ import time
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from lm_eval.api.model import LM
@@ -150,7 +150,8 @@ class SparseGatedLM(LM):
             )
 
     # ------------------------------------------------------------------ batching
-    def _batch_size(self, model: Any, example: dict) -> int:
+    def _batch_size(self, model: Any, longest: Callable[[], dict]) -> int:
+        """The batch size; ``auto`` probes the longest doc on CUDA only (``longest`` builds it lazily)."""
         arg = str(self.batch_size_arg)
         if not arg.startswith("auto"):
             return int(arg)
@@ -158,6 +159,7 @@ class SparseGatedLM(LM):
             size = 64
         else:
             size = self.max_batch_size or 1024
+            example = longest()
             while size > 1:
                 try:
                     batch = {k: v[:1].repeat(size, 1).to(self.device_name) for k, v in example.items()}
@@ -181,8 +183,8 @@ class SparseGatedLM(LM):
         columns = [[doc[f] for doc in docs] for f in spec.text_fields]
         encoded = tokenizer(*columns, truncation=True, max_length=max_length)
         order = sorted(range(len(docs)), key=lambda i: len(encoded["input_ids"][i]))
-        first = tokenizer.pad([{k: encoded[k][order[-1]] for k in encoded}], return_tensors="pt")
-        batch_size = self._batch_size(model, dict(first))
+        batch_size = self._batch_size(
+            model, lambda: dict(tokenizer.pad([{k: encoded[k][order[-1]] for k in encoded}], return_tensors="pt")))
         out: list[list[float] | None] = [None] * len(docs)
         forward_seconds = 0.0
         with torch.inference_mode():
