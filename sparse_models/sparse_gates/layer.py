@@ -12,6 +12,7 @@ from transformers.pytorch_utils import Conv1D
 
 from .. import gates
 from .config import SparseGatesConfig
+from .functional import gated_frozen_linear
 
 
 class SparseGatesLayer(BaseTunerLayer):
@@ -74,6 +75,9 @@ class SparseGatesLayer(BaseTunerLayer):
 class Linear(nn.Module, SparseGatesLayer):
     """Sparse gates around an ``nn.Linear`` or GPT-2 ``Conv1D`` (possibly already wrapped by LoRA)."""
 
+    #: around a frozen ``nn.Linear``, train through ``GatedFrozenLinear`` (saves no new activations)
+    lean_backward: bool = True
+
     def __init__(self, base_layer: nn.Module, adapter_name: str, config: SparseGatesConfig, **kwargs: Any) -> None:
         super().__init__()
         SparseGatesLayer.__init__(self, base_layer, **kwargs)
@@ -128,6 +132,10 @@ class Linear(nn.Module, SparseGatesLayer):
         if self.merged:
             return self.base_layer(x, *args, **kwargs)
         col, row = self.gate_vectors()
+        inner = self.base_layer
+        if (self.lean_backward and type(inner) is nn.Linear and not inner.weight.requires_grad and not args and not kwargs
+                and torch.is_grad_enabled() and (col.requires_grad or row.requires_grad)):
+            return gated_frozen_linear(x, inner.weight, inner.bias, col, row)
         result = self.base_layer(x * col.to(x.dtype), *args, **kwargs)
         return result * row.to(result.dtype)
 
