@@ -66,9 +66,15 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
     tasks = sorted({r["task"] for r in rows})
     out = []
     for (label, regime), group in sorted(groups.items()):
-        by_seed: dict[int, dict[str, float]] = defaultdict(dict)
+        # average each seed over the tasks every seed has, so an unfinished seed cannot skew the mean
+        seed_tasks: dict[int, set[str]] = defaultdict(set)
         for r in group:
-            by_seed[r["seed"]].update(r["flat_metrics"])
+            seed_tasks[r["seed"]].add(r["task"])
+        common = set.intersection(*seed_tasks.values())
+        by_seed: dict[int, dict[str, float]] = {seed: {} for seed in sorted(seed_tasks)}
+        for r in group:
+            if r["task"] in common:
+                by_seed[r["seed"]].update(r["flat_metrics"])
         averages = {seed: scoring.glue_average(flat, convention) for seed, flat in by_seed.items()}
         per_task = {t: Summary([r["flat_metrics"][_primary_key(t, convention)] for r in group
                                 if r["task"] == t and _primary_key(t, convention) in r["flat_metrics"]])
@@ -82,6 +88,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             "label": label, "method": group[0]["method"], "regime": regime,
             "seeds": sorted(by_seed), "tasks": per_task,
             "glue_average": Summary([v for v in avg_values if v is not None]),
+            "glue_average_by_seed": {seed: v for seed, v in zip(averages, avg_values) if v is not None},
             "average_label": any_avg.label(), "average_tasks": sorted(any_avg.entries),
             "trainable": statistics.median(r["accounting"]["trainable_parameters"] for r in group),
             "removed_gated": Summary([r["accounting"]["removed_share_of_gated"] for r in group]),
@@ -90,39 +97,71 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             "pruned_ms": Summary(pruned_ms),
             "latency_ratio": Summary([l["latency_ratio"] for l in latencies if "latency_ratio" in l]),
             "peak_rss_mb": Summary([r["peak_rss_bytes"] / 2**20 for r in group]),
+            "peak_rss_mb_by_seed": {seed: statistics.fmean(r["peak_rss_bytes"] / 2**20 for r in group
+                                                           if r["seed"] == seed) for seed in by_seed},
             "seconds_per_step": Summary([r["seconds_per_step"] for r in group if r["seconds_per_step"]]),
-            "pruned_equal": all(r["pruned_metrics"] is None or
-                                all(abs(r["pruned_metrics"].get(k, v) - v) < 1e-9 for k, v in r["metrics"].items())
-                                for r in group),
+            "pruned_max_diff": max((abs(r["pruned_metrics"].get(k, v) - v) for r in group if r["pruned_metrics"]
+                                    for k, v in r["metrics"].items()), default=None),
         })
     return out
 
 
+def _mean_over(by_seed: dict[int, float], seeds: Sequence[int]) -> float | None:
+    values = [by_seed[s] for s in seeds if s in by_seed]
+    return statistics.fmean(values) if values else None
+
+
 def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
-    """The issue's targets, each stated as met or missed by how much (compared within a regime)."""
+    """The issue's targets, each stated as met or missed by how much, for every gates configuration.
+
+    A gates configuration is compared with ``full`` and ``lora`` of the same regime on the seeds they
+    share, so a one-seed variant is not judged against a three-seed mean.
+    """
     lines = []
     for regime in sorted({s["regime"] for s in summaries}):
-        by_method = {s["method"]: s for s in summaries if s["regime"] == regime and s["label"] == s["method"]}
-        full, gates, lora = by_method.get("full"), by_method.get("gates"), by_method.get("lora")
-        if full and gates:
-            gap = (full["glue_average"].mean - gates["glue_average"].mean) * 100
-            removed = gates["removed_gated"].mean * 100
-            ok = gap <= 1.0 and removed >= 30
-            lines.append(f"- [{regime}] gates within 1.0 point of full while removing ≥30% of gated weights: "
-                         f"{'met' if ok else 'MISSED'} — gap {gap:+.2f} points (full − gates), "
-                         f"removed {removed:.1f}%"
-                         + ("" if ok else f" (short by {max(gap - 1.0, 0):.2f} points and "
-                                          f"{max(30 - removed, 0):.1f} points of removal)"))
-        if gates and lora:
-            g, l_ = gates["peak_rss_mb"].mean, lora["peak_rss_mb"].mean
-            lines.append(f"- [{regime}] peak training memory of gates ≤ LoRA: {'met' if g <= l_ else 'MISSED'} — "
-                         f"{g:.0f} MB vs {l_:.0f} MB ({g - l_:+.0f} MB)")
-        if gates and gates["latency_ratio"].values:
-            r = gates["latency_ratio"].mean
-            lines.append(f"- [{regime}] pruned CPU eval latency ≥1.3× better than dense: "
-                         f"{'met' if r >= 1.3 else 'MISSED'} — {r:.2f}×"
-                         + ("" if r >= 1.3 else f" (short by {1.3 - r:.2f}×)"))
+        in_regime = [s for s in summaries if s["regime"] == regime]
+        by_label = {s["label"]: s for s in in_regime}
+        full, lora = by_label.get("full"), by_label.get("lora")
+        for gates in [s for s in in_regime if s["method"] == "gates"]:
+            name, seeds = gates["label"], gates["seeds"]
+            where = f"[{regime}, {name}, seeds {','.join(map(str, seeds))}]"
+            full_avg = _mean_over(full["glue_average_by_seed"], seeds) if full else None
+            gates_avg = _mean_over(gates["glue_average_by_seed"], seeds)
+            if full_avg is not None and gates_avg is not None:
+                gap = (full_avg - gates_avg) * 100
+                removed = gates["removed_gated"].mean * 100
+                ok = gap <= 1.0 and removed >= 30
+                lines.append(f"- {where} gates within 1.0 point of full while removing ≥30% of gated weights: "
+                             f"{'met' if ok else 'MISSED'} — gap {gap:+.2f} points (full − gates), "
+                             f"removed {removed:.1f}%"
+                             + ("" if ok else f" (short by {max(gap - 1.0, 0):.2f} points and "
+                                              f"{max(30 - removed, 0):.1f} points of removal)"))
+            lora_mb = _mean_over(lora["peak_rss_mb_by_seed"], seeds) if lora else None
+            gates_mb = _mean_over(gates["peak_rss_mb_by_seed"], seeds)
+            if lora_mb is not None and gates_mb is not None:
+                lines.append(f"- {where} peak training memory of gates ≤ LoRA: "
+                             f"{'met' if gates_mb <= lora_mb else 'MISSED'} — "
+                             f"{gates_mb:.0f} MB vs {lora_mb:.0f} MB ({gates_mb - lora_mb:+.0f} MB)")
+            if gates["latency_ratio"].values:
+                r = gates["latency_ratio"].mean
+                lines.append(f"- {where} pruned CPU eval latency ≥1.3× better than dense: "
+                             f"{'met' if r >= 1.3 else 'MISSED'} — {r:.2f}×"
+                             + ("" if r >= 1.3 else f" (short by {1.3 - r:.2f}×)"))
     return lines
+
+
+PRUNED_METRIC_TOLERANCE = 1e-4  # float rounding of folded weights moves a correlation by ~1e-6
+
+
+def _pruned_line(summaries: Sequence[dict[str, Any]]) -> str:
+    """Whether pruned models score like their gated adapters, with the largest metric difference."""
+    diffs = [s["pruned_max_diff"] for s in summaries if s["pruned_max_diff"] is not None]
+    if not diffs:
+        return "No pruned models in these results."
+    worst = max(diffs)
+    verdict = "yes, on every row" if worst <= PRUNED_METRIC_TOLERANCE else "NO: see results.jsonl"
+    return (f"Pruned models score the same as their gated adapters (within {PRUNED_METRIC_TOLERANCE:g}): "
+            f"{verdict}; largest metric difference {worst:.1e}.")
 
 
 def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -154,11 +193,15 @@ def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) 
             points = sorted(
                 (s["removed_total"].mean * 100,
                  (s["glue_average"].mean * 100) if y == "score"
-                 else (s["pruned_ms"].mean if s["pruned_ms"].values else s["dense_ms"].mean))
+                 else (s["pruned_ms"].mean if s["pruned_ms"].values else s["dense_ms"].mean),
+                 s["label"])
                 for s in summaries if s["method"] == method and s["regime"] == regime)
             if points:
-                xs, ys = zip(*points)
+                xs, ys, labels = zip(*points)
                 ax.plot(xs, ys, marker="o", label=f"{method} ({regime})")
+                if len(points) > 1:  # several configurations of one method: name each point
+                    for x_, y_, label in points:
+                        ax.annotate(label, (x_, y_), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_xlim(left=-1)
     ax.set_xlabel("% of all parameters removed")
     ax.set_ylabel(ylabel)
@@ -190,8 +233,7 @@ def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in body]
     md += ["", "## Targets", *targets(summaries), "",
-           "Pruned models score the same as their gated adapters: "
-           + ("yes, on every row." if all(s["pruned_equal"] for s in summaries) else "NO: see results.jsonl."),
+           _pruned_line(summaries),
            "", f"![score vs removed]({SCORE_PLOT})", f"![latency vs removed]({LATENCY_PLOT})", ""]
     paths["markdown"] = write_text_atomic(out_dir / REPORT_MD, "\n".join(line for line in md if line is not None))
     _plot(summaries, "score", f"GLUE average ×100 ({convention})", out_dir / SCORE_PLOT)

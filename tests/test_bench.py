@@ -10,7 +10,7 @@ from transformers import TrainerCallback
 
 from glue_sparse_tasks import scoring
 from glue_sparse_tasks.bench import BenchConfig, BenchConfigError, read_store, run_bench
-from glue_sparse_tasks.report import summarise, write_report
+from glue_sparse_tasks.report import summarise, targets, write_report
 from sparse_models.finetune import run_finetune
 from tests.tiny_models import save_tiny_classifier
 
@@ -112,6 +112,18 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     text = paths["markdown"].read_text()
     assert "partial GLUE average (default) over stsb, rte; missing cola, mnli, mrpc, qnli, qqp, sst2" in text
     assert "## Targets" in text and "gates" in text
+    assert "score the same as their gated adapters (within 0.0001): yes, on every row" in text
+    # targets are stated for every gates configuration, against full on the seeds they share
+    gates_avg = statistics.fmean(summaries["gates-0.4"]["glue_average_by_seed"].values())
+    gap = (full["glue_average"].mean - gates_avg) * 100
+    target_lines = targets(list(summaries.values()))
+    assert any(line.startswith("- [limited, gates-0.4, seeds 1,2] gates within 1.0 point of full")
+               and f"gap {gap:+.2f} points" in line for line in target_lines), target_lines
+    assert any("[limited, gates-0.4, seeds 1,2] pruned CPU eval latency" in line for line in target_lines)
+    one_seed = [dict(summaries["gates-0.4"], label="gates-seed1", seeds=[1],
+                     glue_average_by_seed={1: summaries["gates-0.4"]["glue_average_by_seed"][1]})]
+    gap_seed1 = (full["glue_average_by_seed"][1] - summaries["gates-0.4"]["glue_average_by_seed"][1]) * 100
+    assert f"gap {gap_seed1:+.2f} points" in targets([full, *one_seed])[0]
     csv_lines = paths["csv"].read_text().splitlines()
     assert csv_lines[0].startswith("method,regime,seeds,rte,stsb,GLUE avg")
     assert len(csv_lines) == 3
