@@ -1,13 +1,13 @@
 """A memory-lean autograd function for ``y = (W (x * c) + b) * r`` around a frozen ``nn.Linear``.
 
-The plain composition saves two new activations per gated layer for the backward pass: the gated
-input ``x * c`` (kept by the linear) and the pre-gate output ``W (x * c) + b`` (kept by the row
-product). With a frozen weight neither is needed: the column-gate gradient uses ``x`` (the layer
-input, which autograd keeps anyway) and the row-gate gradient uses ``pre = y / r``, recovered from
-the output ``y`` (which the next layer usually keeps). That is what makes gates-only training use no
-more memory than LoRA. Where ``r`` is 0 the recovered ``pre`` is 0, which is harmless: there the row
-gate sits at the clamp, whose derivative is 0. In fp16 a tiny ``r`` could underflow ``y``, so there
-``pre`` itself is saved.
+The plain composition keeps the pre-gate output ``W (x * c) + b`` for the row-gate gradient, a new
+tensor per gated layer. Here the row-gate gradient uses ``pre = y / r``, recovered from the output
+``y``, which the next op often keeps anyway (GELU after FFN-in, attention after query/key/value), and
+the column-gate gradient uses the layer input ``x``. On MiniLM this trims the tensors kept for
+backward by about a tenth (``benchmarks/gates_saved_activations.py``); gates still keep more than
+LoRA on query/value, since they need the input and output of six matrices per layer. Where ``r`` is
+0 the recovered ``pre`` is 0, which is harmless: there the row gate sits at the clamp, whose
+derivative is 0. In fp16 a tiny ``r`` could underflow ``y``, so there ``pre`` itself is saved.
 """
 
 from __future__ import annotations
@@ -26,12 +26,10 @@ class GatedFrozenLinear(torch.autograd.Function):
                 col: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
         ctx.grad_dtypes = (col.dtype, row.dtype)
         col = col.to(x.dtype)
-        pre = F.linear(x * col, weight.to(x.dtype) if weight.dtype != x.dtype else weight,
-                       None if bias is None else bias.to(x.dtype))
+        pre = F.linear(x * col, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
         row = row.to(pre.dtype)
         y = pre * row
         ctx.keep_pre = pre.dtype == torch.float16
-        ctx.has_bias = bias is not None
         ctx.bias_dtype = None if bias is None else bias.dtype
         ctx.save_for_backward(x, weight, col, row, pre if ctx.keep_pre else y)
         return y
@@ -52,7 +50,7 @@ class GatedFrozenLinear(torch.autograd.Function):
         if need_row:
             pre = saved if ctx.keep_pre else torch.where(row > 0, saved / row.clamp_min(torch.finfo(row.dtype).tiny), 0)
             grad_row = (grad_y * pre).reshape(-1, out_features).sum(0).to(ctx.grad_dtypes[1])
-        if need_bias and ctx.has_bias:
+        if need_bias and ctx.bias_dtype is not None:
             grad_bias = g_pre.reshape(-1, out_features).sum(0).to(ctx.bias_dtype)
         return grad_x, None, grad_bias, grad_col, grad_row
 

@@ -75,7 +75,7 @@ class SparseGatesLayer(BaseTunerLayer):
 class Linear(nn.Module, SparseGatesLayer):
     """Sparse gates around an ``nn.Linear`` or GPT-2 ``Conv1D`` (possibly already wrapped by LoRA)."""
 
-    #: around a frozen ``nn.Linear``, train through ``GatedFrozenLinear`` (saves no new activations)
+    #: around a frozen ``nn.Linear``, train through ``GatedFrozenLinear`` (no saved pre-gate output)
     lean_backward: bool = True
 
     def __init__(self, base_layer: nn.Module, adapter_name: str, config: SparseGatesConfig, **kwargs: Any) -> None:
