@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from glue_sparse_tasks.atomic import write_text_atomic
+from glue_sparse_tasks.errors import UserInputError
 
 RESULTS_FILE = "results.jsonl"
 LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
                        "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
 
 
-class BenchConfigError(ValueError):
+class BenchConfigError(UserInputError):
     """A bench configuration that cannot run; names the field."""
 
 

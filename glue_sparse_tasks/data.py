@@ -21,7 +21,7 @@ from glue_sparse_tasks.glue_tasks import (
     check_split,
     get_task,
 )
-from glue_sparse_tasks.local_formats import GlueDataError, LocatedRow, Row, candidate_files
+from glue_sparse_tasks.local_formats import GlueDataError, GlueSplitNotFound, LocatedRow, Row, candidate_files
 
 DATA_DIR_ENV = "GLUE_SPARSE_DATA_DIR"
 HUB_DATASET = "nyu-mll/glue"
@@ -150,7 +150,7 @@ def _read_split(task: GlueTask, split: str, data_dir, use_hub: bool) -> tuple[li
     else:
         looked.append(f"Hub {HUB_DATASET}: not asked (use_hub=False)")
     places = "\n  - ".join(looked)
-    raise GlueDataError(
+    raise GlueSplitNotFound(
         f"GLUE split {task.name}/{split} was not found. Looked in:\n  - {places}\n"
         f"Point at local data with --data-dir DIR (Python: data_dir=DIR; lm-eval: "
         f"--metadata '{{\"data_dir\": \"DIR\"}}') or ${DATA_DIR_ENV}=DIR, where DIR holds "

@@ -10,8 +10,22 @@ import json
 import sys
 from pathlib import Path
 
-from glue_sparse_tasks.glue_tasks import GLUE8
+from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
 from glue_sparse_tasks.tasks.utils import data_source
+
+
+
+def known_task_names() -> list[str]:
+    """Every task and group name our YAML folder defines (read from the files, so never out of date)."""
+    from glue_sparse_tasks import TASKS_DIR
+
+    names = []
+    for path in sorted(Path(TASKS_DIR).rglob("*.yaml")):
+        for line in path.read_text().splitlines():
+            if line.startswith(("task:", "group:")) and line.split(":", 1)[1].strip():
+                names.append(line.split(":", 1)[1].strip())
+    return list(dict.fromkeys(names))
 
 
 def _option(argv: list[str], *names: str) -> str | None:
@@ -32,7 +46,12 @@ def requested_glue_tasks(tasks_arg: str | None) -> list[str]:
         if name == "glue_sparse":
             out += GLUE8  # the group's members
         elif name.startswith("glue_sparse_"):
-            out.append(name[len("glue_sparse_"):])
+            known = known_task_names()
+            if name not in known:
+                raise UserInputError(f"--tasks: unknown task {name!r}; our tasks are: {', '.join(known)}")
+            glue_task = name[len("glue_sparse_"):]
+            if glue_task in GLUE_TASKS or glue_task in ("mnli_matched", "mnli_mismatched"):
+                out.append(glue_task)
     return list(dict.fromkeys(out))
 
 
@@ -44,7 +63,14 @@ def precheck_data(argv: list[str]) -> None:
     metadata = _option(argv, "--metadata")
     data_dir = None
     if metadata:
-        meta = json.loads(Path(metadata).read_text() if Path(metadata).is_file() else metadata)
+        text = Path(metadata).read_text() if Path(metadata).is_file() else metadata
+        try:
+            meta = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserInputError(f"--metadata {metadata!r}: not valid JSON ({exc.msg} at character {exc.pos}); "
+                                 "expected an object such as '{\"data_dir\": \"DIR\"}'") from None
+        if not isinstance(meta, dict):
+            raise UserInputError(f"--metadata {metadata!r}: expected a JSON object, got {type(meta).__name__}")
         data_dir = meta.get("data_dir")
     for glue_task in requested_glue_tasks(_option(argv, "--tasks", "-t")):
         task, split = data_source(glue_task)
@@ -56,14 +82,13 @@ def precheck_data(argv: list[str]) -> None:
 
 def run_lm_eval(argv: list[str]) -> int:
     from glue_sparse_tasks.lm_eval_hook import activate
-    from glue_sparse_tasks.local_formats import GlueDataError
 
     if argv[:1] == ["run"]:
         argv = argv[1:]
     if "-h" not in argv and "--help" not in argv:
         try:
             precheck_data(argv)
-        except GlueDataError as exc:
+        except UserInputError as exc:
             print(f"glue-sparse eval: {exc}", file=sys.stderr)
             return 2
     activate()

@@ -12,7 +12,7 @@ from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", required=True, help="comma-separated GLUE tasks, or 'all' (the 8 GLUE-average "
                                                   "tasks that have training data; wnli only by name)")
-    p.add_argument("--method", default="gates", help="full, lora, gates or gates+lora (default gates)")
+    p.add_argument("--method", default="gates", help="full, lora, gates, gates+lora or magnitude (default gates)")
     p.add_argument("--regime", default="limited", help="full or limited (first N train rows; default)")
     p.add_argument("--train-limit", type=int, help="N for the limited regime (default 10000)")
     p.add_argument("--seeds", default="1", help="comma-separated seeds, run one after another")
@@ -25,21 +25,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps (overrides epochs)")
     p.add_argument("--lr", type=float, dest="learning_rate", help="learning rate (default: per method)")
     p.add_argument("--weight-decay", type=float)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, help="default 32 (16 for --recipe reference)")
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--warmup-ratio", type=float, default=0.06)
+    p.add_argument("--warmup-ratio", type=float, help="default 0.06 (0 for --recipe reference)")
+    p.add_argument("--lr-scheduler", help="Trainer schedule name; default linear (constant for --recipe reference)")
+    p.add_argument("--max-grad-norm", type=float, help="gradient clipping; default 1.0 (0 = none, --recipe reference)")
     p.add_argument("--grad-accum", type=int, default=1, dest="gradient_accumulation_steps")
     p.add_argument("--lora-r", type=int)
     p.add_argument("--lora-alpha", type=int)
     p.add_argument("--lora-dropout", type=float)
-    p.add_argument("--target-sparsity", type=float)
-    p.add_argument("--sparsity-lambda", type=float)
-    p.add_argument("--reg-sigma", type=float, help="sigma of P(open) in the regulariser (default: noise std)")
-    p.add_argument("--gate-lr", type=float, dest="gate_learning_rate", help="learning rate of the gate logits")
+    p.add_argument("--recipe", help="gate methods: 'removal' (default; removes --target-removal exactly) or "
+                                    "'reference' (the FineGates GLUE recipe, steered by --target-sparsity)")
+    p.add_argument("--target-removal", type=float, help="share of gated weights to remove, in (0, 1) "
+                                                        "(gates, gates+lora, magnitude; default 0.3)")
+    p.add_argument("--target-sparsity", type=float, help="reference recipe: share of rows and columns whose "
+                                                         "P(open) is pulled down (default 0.4); not the removed share")
+    p.add_argument("--sparsity-lambda", type=float, help="weight of the sparsity regulariser (default 50)")
+    p.add_argument("--reg-sigma", type=float, help="sigma of P(open) in the regulariser (default 0.5, as the "
+                                                   "reference code)")
+    p.add_argument("--gate-lr", type=float, dest="gate_learning_rate",
+                   help="learning rate of the gate logits (default: 1.0 / removal steps for the removal recipe, "
+                        "the learning rate for the reference recipe)")
+    p.add_argument("--removal-score", help="removal recipe: rank gates for closing by 'taylor' (default; "
+                                           "accumulated |dL/dz * z|) or 'logit'")
+    p.add_argument("--from", dest="from_run", help="magnitude: a finished full run folder to prune (default: "
+                                                   "train a full run first, under <output>/magnitude-source/)")
     p.add_argument("--select", dest="model_selection", default="last", choices=("last", "best"),
                    help="final model: last epoch (default) or best validation epoch (optimistic)")
-    p.add_argument("--prune", action="store_true", help="also save the physically pruned model (gates)")
+    p.add_argument("--prune", action="store_true", help="also save the physically pruned model (gates, magnitude)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     p.add_argument("--save-steps", type=int, help="checkpoint every N steps (default: every epoch)")
     p.add_argument("--report-to", default="", help="comma-separated Trainer loggers (tensorboard, wandb)")
@@ -62,6 +76,24 @@ def _available_tasks(names: list[str], data_dir: str | None, use_hub: bool) -> t
     return found, skipped
 
 
+def _check_writable(folder: Path) -> None:
+    """Fail now, naming the folder, if ``folder`` (or the nearest existing parent) cannot take files."""
+    import tempfile
+
+    from glue_sparse_tasks.errors import UserInputError
+
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserInputError(f"--output {folder}: {existing} is not a directory")
+    try:
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as exc:
+        raise UserInputError(f"--output {folder}: cannot write in {existing} ({exc.strerror}); choose a writable "
+                             "folder") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from sparse_models.finetune import identity, output_dir_state, run_finetune
     from sparse_models.finetune_config import FinetuneConfig, FinetuneConfigError
@@ -81,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             print(f"error: unknown task(s) {unknown}; valid tasks are: {', '.join(GLUE_TASKS)}", file=sys.stderr)
             return 2
+        _, no_train = _available_tasks(tasks, args.data_dir, args.hub)
+        if no_train:  # before any folder is made or model loaded
+            for task, why in no_train.items():
+                print(f"error: {task} has no usable training data: {why}", file=sys.stderr)
+            return 2
+    _check_writable(Path(args.output))
     fields = set(FinetuneConfig.field_names()) - {"task", "seed", "base_model", "report_to"}
     options = {k: v for k, v in vars(args).items() if k in fields}
     plan = []

@@ -10,18 +10,24 @@ import csv
 import gzip
 import json
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GlueTask
 
 Row = dict[str, object]
 LocatedRow = tuple[str, Row]
 
 
-class GlueDataError(ValueError):
+class GlueDataError(UserInputError):
     """Local or remote GLUE data is missing or malformed; the message says where and why."""
+
+
+class GlueSplitNotFound(GlueDataError):
+    """No source holds the split (as opposed to a source that holds it but is malformed)."""
 
 
 @dataclass(frozen=True)
@@ -45,22 +51,36 @@ class SplitFile:
 
 # -- JSONL -----------------------------------------------------------------------------------
 
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a UTF-8 text file, ``.gz`` too; a leading byte-order mark is dropped.
+    Undecodable bytes and truncated or corrupt gzip streams raise ``GlueDataError`` naming the file
+    and the line reached, instead of a bare decoder or gzip error."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    lineno = 0
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                yield lineno, line
+    except UnicodeDecodeError as exc:
+        raise GlueDataError(f"{path}: not UTF-8 text at or after line {lineno + 1} (byte {exc.object[exc.start:exc.start + 1]!r} "
+                            f"at offset {exc.start} of the block being decoded); re-save the file as UTF-8") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise GlueDataError(f"{path}: truncated or corrupt gzip file after line {lineno} ({exc}); "
+                            "download or compress it again") from None
+
+
 def iter_jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) for every non-blank line of a JSON Lines file (``.gz`` too)."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GlueDataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise GlueDataError(
-                    f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}"
-                )
-            yield lineno, row
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GlueDataError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise GlueDataError(f"{path}:{lineno}: expected a JSON object per line, got {type(row).__name__}")
+        yield lineno, row
 
 
 def read_jsonl(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
@@ -129,42 +149,42 @@ def _tsv_label(task: GlueTask, raw: str | None, where: str) -> object:
 def read_glue_tsv(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
     """Read an original GLUE TSV (``csv.QUOTE_NONE``: GLUE quotes are part of the text)."""
     csv.field_size_limit(sys.maxsize)
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        if task.name == "cola" and path.name != "test.tsv":
-            # CoLA train/dev have no header: source, label, original label, sentence.
-            for i, fields in enumerate(reader):
-                where = f"{path}:{i + 1}"
-                if len(fields) != 4:
-                    raise GlueDataError(
-                        f"{where}: expected 4 tab-separated CoLA fields "
-                        f"(source, label, original_label, sentence), got {len(fields)}"
-                    )
-                yield where, {"sentence": fields[3], "label": _tsv_label(task, fields[1], where),
-                              "idx": i}
-            return
-        header = next(reader, None)
-        if header is None:
-            return
-        renames = _TSV_RENAMES.get(task.name, {"sentence": "sentence"})
-        missing = [h for h, f in renames.items() if h not in header and f != "label"]
-        if missing:
-            raise GlueDataError(
-                f"{path}:1: header lacks column(s) {missing} expected for GLUE {task.name}; "
-                f"header is {header}"
-            )
+    lines = (line for _, line in text_lines(path))
+    reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    if task.name == "cola" and path.name != "test.tsv":
+        # CoLA train/dev have no header: source, label, original label, sentence.
         for i, fields in enumerate(reader):
-            where = f"{path}:{i + 2}"
-            if len(fields) != len(header):
+            where = f"{path}:{i + 1}"
+            if len(fields) != 4:
                 raise GlueDataError(
-                    f"{where}: expected {len(header)} tab-separated fields, got {len(fields)}"
+                    f"{where}: expected 4 tab-separated CoLA fields "
+                    f"(source, label, original_label, sentence), got {len(fields)}"
                 )
-            record = dict(zip(header, fields))
-            row: Row = {f: record[h] for h, f in renames.items() if f != "label"}
-            label_header = next((h for h, f in renames.items() if f == "label"), None)
-            row["label"] = _tsv_label(task, record.get(label_header) if label_header else None, where)
-            row["idx"] = i
-            yield where, row
+            yield where, {"sentence": fields[3], "label": _tsv_label(task, fields[1], where),
+                          "idx": i}
+        return
+    header = next(reader, None)
+    if header is None:
+        return
+    renames = _TSV_RENAMES.get(task.name, {"sentence": "sentence"})
+    missing = [h for h, f in renames.items() if h not in header and f != "label"]
+    if missing:
+        raise GlueDataError(
+            f"{path}:1: header lacks column(s) {missing} expected for GLUE {task.name}; "
+            f"header is {header}"
+        )
+    for i, fields in enumerate(reader):
+        where = f"{path}:{i + 2}"
+        if len(fields) != len(header):
+            raise GlueDataError(
+                f"{where}: expected {len(header)} tab-separated fields, got {len(fields)}"
+            )
+        record = dict(zip(header, fields))
+        row: Row = {f: record[h] for h, f in renames.items() if f != "label"}
+        label_header = next((h for h, f in renames.items() if f == "label"), None)
+        row["label"] = _tsv_label(task, record.get(label_header) if label_header else None, where)
+        row["idx"] = i
+        yield where, row
 
 
 def candidate_files(folder: Path, task: GlueTask, split: str) -> list[SplitFile]:

@@ -80,10 +80,15 @@ def _score(model, tokenizer, texts, prov, args, name: str) -> dict:
 
 def run_perplexity(args: argparse.Namespace) -> int:
     from glue_sparse_tasks.local_formats import GlueDataError
+    from sparse_models.checkpoints import CheckpointError
     from sparse_models.perplexity import PerplexityError
 
     try:
         texts, prov = _texts(args)
+        if args.adapter:
+            from sparse_models.checkpoints import check_complete
+
+            check_complete(args.adapter)  # before the model loads
         model, tokenizer, path = _load(args.model)
         name = path
         if args.adapter:
@@ -95,7 +100,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
                 model = model.merge_and_unload()
                 name += " (pruned)"
         results = _score(model, tokenizer, texts[args.eval_docs], prov, args, name)
-    except (GlueDataError, PerplexityError) as exc:
+    except (GlueDataError, PerplexityError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.output:
@@ -105,13 +110,17 @@ def run_perplexity(args: argparse.Namespace) -> int:
 
 def add_posttrain_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
-    p.add_argument("--targets", default="0.1,0.2,0.3", help="comma-separated target sparsities")
+    p.add_argument("--targets", default="0.1,0.2,0.3", help="comma-separated target sparsities (reference "
+                                                            "regulariser; ignored with --target-removal)")
+    p.add_argument("--target-removal", help="comma-separated shares of gated weights to remove, e.g. 0.1,0.2,0.3 "
+                                            "(removal recipe: exact, binary gates)")
     p.add_argument("--steps", type=int, default=100, help="post-training optimiser steps per target")
     p.add_argument("--train-seqlen", type=int, default=256)
     p.add_argument("--train-batch-size", type=int, default=4)
-    p.add_argument("--lr", type=float, default=1e-3, help="gate learning rate")
+    p.add_argument("--lr", type=float, help="gate learning rate (default 1e-3; with --target-removal, 1.0 / "
+                                            "removal steps)")
     p.add_argument("--sparsity-lambda", type=float, default=50.0)
-    p.add_argument("--reg-sigma", type=float, help="sigma of P(open) (default: the gate noise std)")
+    p.add_argument("--reg-sigma", type=float, default=0.5, help="sigma of P(open) (default 0.5, as the reference)")
     p.add_argument("--train-docs", type=_doc_range, default=slice(0, 1000), help="START:END training documents")
     p.add_argument("--eval-docs", type=_doc_range, default=slice(1000, None), help="START:END held-out documents")
     p.add_argument("--out-dir", required=True, help="folder for results.json, results.md and adapters")
@@ -140,12 +149,16 @@ def run_posttrain(args: argparse.Namespace) -> int:
     dense, tokenizer, path = _load(args.model)
     results = {"model": path, "note": note, "data": prov.to_dict(), "dense": _score(dense, tokenizer, held_out,
                                                                                       prov, args, "dense")}
-    for target in [float(t) for t in args.targets.split(",") if t]:
+    removal = args.target_removal is not None
+    targets = [float(t) for t in (args.target_removal if removal else args.targets).split(",") if t]
+    for target in targets:
         model, _, _ = _load(args.model)
-        gated, info = posttrain_gates(model, tokenizer, train, str(out_dir / f"target-{target}"), target,
+        goal = {"target_removal": target} if removal else {"target_sparsity": target}
+        lr = args.lr if args.lr is not None else (None if removal else 1e-3)
+        gated, info = posttrain_gates(model, tokenizer, train, str(out_dir / f"target-{target}"),
                                       steps=args.steps, seqlen=args.train_seqlen, batch_size=args.train_batch_size,
-                                      learning_rate=args.lr, sparsity_lambda=args.sparsity_lambda,
-                                      reg_sigma=args.reg_sigma)
+                                      learning_rate=lr, sparsity_lambda=args.sparsity_lambda,
+                                      reg_sigma=args.reg_sigma, **goal)
         gated.save_pretrained(str(out_dir / f"target-{target}" / "adapter"))
         gated_scores = (_score(gated, tokenizer, held_out, prov, args, f"gated target {target}")
                         if args.score_gated else None)
@@ -158,7 +171,9 @@ def run_posttrain(args: argparse.Namespace) -> int:
         write_json_atomic(out_dir / "results.json", results)
     lines = [f"# Sparse-gate post-training of {Path(path).name}", "", note, "",
              f"Post-training: {args.steps} steps x {args.train_batch_size} x {args.train_seqlen} tokens per target, "
-             f"gate lr {args.lr}, lambda {args.sparsity_lambda}, reg sigma {args.reg_sigma or 'noise std'}.", "",
+             f"gate lr {info['learning_rate']:.4g}, lambda {args.sparsity_lambda}, reg sigma {args.reg_sigma}, "
+             + ("target = share of gated weights removed (removal recipe)." if removal else
+                "target = target sparsity (reference regulariser)."), "",
              "| model | " + " | ".join(f"{p} ppl" for p in args.protocols.split(",")) +
              " | removed % total | removed % gated | tokens/s (pruned / dense) |",
              "|---|" + "---:|" * (len(args.protocols.split(",")) + 3)]

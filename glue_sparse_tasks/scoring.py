@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
+from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 
 MNLI_PARTS = ("mnli_matched", "mnli_mismatched")
@@ -25,6 +26,30 @@ SCORED_TASKS: tuple[str, ...] = (
     "cola", "sst2", "mrpc", "qqp", "stsb", *MNLI_PARTS, "qnli", "rte", "wnli",
 )
 """Names a row may carry in the evaluate metric's ``tasks`` input."""
+
+
+class ScoringInputError(UserInputError):
+    """A prediction or reference the task cannot score; the message names task, row and value."""
+
+
+def _checked_values(task: str, kind: str, values: Sequence, labels: int | None) -> list:
+    """Every value as a finite number, and for classification an integer label in ``0..labels-1``.
+    Checked here, in the scoring module, so lm-eval, the evaluate metric and reports all refuse the
+    same inputs with the same message."""
+    out = []
+    for row, value in enumerate(values):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ScoringInputError(f"{task}: {kind} row {row} is {value!r} ({type(value).__name__}); "
+                                    "expected a number")
+        if not math.isfinite(float(value)):
+            raise ScoringInputError(f"{task}: {kind} row {row} is {value!r}; expected a finite number")
+        if labels is not None:
+            if float(value) != int(value) or not 0 <= int(value) < labels:
+                raise ScoringInputError(f"{task}: {kind} row {row} is {value!r}; expected a label id in "
+                                        f"0..{labels - 1}")
+            value = int(value)
+        out.append(value)
+    return out
 
 
 class UndefinedCorrelationWarning(RuntimeWarning):
@@ -89,11 +114,13 @@ def task_metrics(task: str, predictions: Sequence, references: Sequence) -> dict
     name = "mnli" if task in MNLI_PARTS else task
     if name not in GLUE_TASKS:
         raise ValueError(f"unknown GLUE task {task!r}; valid tasks are: {', '.join(SCORED_TASKS)}")
+    labels = None if GLUE_TASKS[name].is_regression else GLUE_TASKS[name].num_labels
+    predictions = _checked_values(task, "prediction", predictions, labels)
+    references = _checked_values(task, "reference", references, labels)
     if name == "stsb":
         return {"pearson": pearson(predictions, references),
                 "spearman": spearman(predictions, references)}
-    preds = [int(round(p)) for p in predictions]
-    refs = [int(round(r)) for r in references]
+    preds, refs = predictions, references
     if name == "cola":
         return {"mcc": mcc(preds, refs), "accuracy": accuracy(preds, refs)}
     out = {"accuracy": accuracy(preds, refs)}
@@ -200,6 +227,17 @@ def primary_metric(task: str) -> str:
     """The metric a task contributes to the default GLUE average (``mcc``, ``pearson``, ``accuracy``)."""
     keys = CONVENTIONS["default"].entries.get(task)
     return keys[0].split("_", 1)[1] if keys else "accuracy"
+
+
+def chance_score(task: str, references: Sequence) -> float:
+    """The task's primary metric for a model that answers the majority class on every row: the
+    majority share for accuracy, 0 for MCC and Pearson (a constant predictor has no correlation).
+    A score at or below this is "not above chance"."""
+    metric = primary_metric(task)
+    if metric != "accuracy":
+        return 0.0
+    counts = np.bincount(np.asarray(_checked_values(task, "reference", references, GLUE_TASKS[task].num_labels)))
+    return float(counts.max() / counts.sum())
 
 
 def get_convention(name: str) -> Convention:

@@ -12,8 +12,11 @@ either one is dead in both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "default_target_modules", "chains_for"]
+from glue_sparse_tasks.errors import UserInputError
+
+__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "default_target_modules", "chains_for", "max_input_length"]
 
 _BERT_TARGETS = ("query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense")
 _LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -82,3 +85,23 @@ def default_target_modules(model_type: str) -> list[str]:
 def chains_for(model_type: str) -> tuple[Chain, ...]:
     """Chains for ``model_type``; unknown architectures get none (pruning then stays per-matrix)."""
     return CHAINS.get(model_type, ())
+
+
+#: Architectures whose position ids start after the padding index (RoBERTa: padding_idx + 1).
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+def max_input_length(model_config: Any, tokenizer: Any, requested: int | None = None, default: int = 512) -> int:
+    """Tokens per input: ``requested`` (else ``default``), never more than the model's position table
+    or the tokenizer's stated limit. A tokenizer without a limit (``model_max_length`` ~1e30) no longer
+    lets inputs run past the position embeddings; an explicit ``requested`` over the model's limit is
+    refused with the numbers, instead of an index error deep inside the model."""
+    positions = getattr(model_config, "max_position_embeddings", None)
+    if positions and getattr(model_config, "model_type", "") in _OFFSET_POSITIONS:
+        positions -= (getattr(model_config, "pad_token_id", None) or 0) + 1
+    if requested is not None and positions and requested > positions:
+        raise UserInputError(f"max_length {requested} exceeds the {positions} positions of this "
+                             f"{getattr(model_config, 'model_type', 'model')} model; use at most {positions}")
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    limits = [requested or default, positions, tokenizer_limit if tokenizer_limit and tokenizer_limit < 10**6 else None]
+    return min(x for x in limits if x)

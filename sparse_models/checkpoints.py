@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 
 RUN_FILE = "run.json"
@@ -20,7 +21,7 @@ PRUNED_SUBDIR = "pruned"
 _HEAD_WEIGHT_SUFFIXES = ("classifier.weight", "classifier.out_proj.weight", "score.weight")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserInputError):
     """A checkpoint or run directory that cannot serve the requested tasks; the message says why."""
 
 
@@ -37,6 +38,25 @@ class Checkpoint:
 
 def is_checkpoint(path: Path) -> bool:
     return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
+
+
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_complete(path: str | os.PathLike) -> None:
+    """Refuse, naming the folder and the missing file, a checkpoint whose weights are not there; else
+    PEFT and transformers fall back to the Hub and fail with a message about something else."""
+    path = Path(path)
+    if (path / "adapter_config.json").is_file():
+        if not any((path / f).is_file() for f in ADAPTER_WEIGHTS):
+            raise CheckpointError(f"{path}: adapter_config.json is there but no adapter weights "
+                                  f"({' or '.join(ADAPTER_WEIGHTS)}); the adapter was not saved completely")
+    elif (path / "config.json").is_file():
+        if not any((path / f).is_file() for f in MODEL_WEIGHTS):
+            raise CheckpointError(f"{path}: config.json is there but no model weights ({', '.join(MODEL_WEIGHTS)})")
+    else:
+        raise CheckpointError(f"{path}: not a checkpoint folder (no config.json or adapter_config.json)")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -62,6 +82,7 @@ def _adapter_num_labels(path: Path) -> int | None:
 def describe_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Kind, trained task and label count of one local checkpoint folder."""
     path = Path(path)
+    check_complete(path)
     run = _run_record(path)
     task = run.get("task")
     if (path / "adapter_config.json").is_file():

@@ -9,6 +9,7 @@ and the validation metrics of every epoch.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import time
@@ -19,10 +20,12 @@ from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.scoring import primary_metric
 
+from .architectures import max_input_length
 from .finetune_config import FinetuneConfig, FinetuneConfigError
 from .run_environment import current_rss_bytes, git_state, package_versions, peak_rss_bytes, reset_peak_rss
 
 RUN_FILE = "run.json"
+MAGNITUDE_SOURCE = "magnitude-source"  # where a magnitude run without --from trains its full fine-tune
 IDENTITY_FILE = "run_config.json"
 CHECKPOINTS = "checkpoints"
 TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "labels")
@@ -103,7 +106,7 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
         kwargs["id2label"] = dict(enumerate(spec.label_names))
         kwargs["label2id"] = {name: i for i, name in enumerate(spec.label_names)}
     model = AutoModelForSequenceClassification.from_pretrained(base, ignore_mismatched_sizes=True, **kwargs)
-    if config.method == "full":
+    if config.method in ("full", "magnitude"):
         return model
     from .sparse_gates import SparseGatesConfig
 
@@ -113,9 +116,74 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
                                lora_dropout=hp["lora_dropout"])
     if config.method == "lora":
         return peft.get_peft_model(model, lora)
+    gate_options = {"target_sparsity": hp["target_sparsity"]} if hp["recipe"] == "reference" else \
+        {"target_removal": hp["target_removal"], "removal_score": hp["removal_score"]}
     return peft.get_peft_model(model, SparseGatesConfig(
-        task_type="SEQ_CLS", target_sparsity=hp["target_sparsity"], sparsity_lambda=hp["sparsity_lambda"],
-        reg_sigma=hp["reg_sigma"], lora_config=lora))
+        task_type="SEQ_CLS", sparsity_lambda=hp["sparsity_lambda"], reg_sigma=hp["reg_sigma"], lora_config=lora,
+        **gate_options))
+
+
+def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any]) -> int:
+    """Optimiser steps of one process, as the Trainer counts them (for the budget-sized gate lr)."""
+    import math
+
+    if config.max_steps:
+        return config.max_steps
+    per_epoch = max(1, math.ceil(train_rows / hp["batch_size"]) // config.gradient_accumulation_steps)
+    return max(1, math.ceil(per_epoch * config.epochs))
+
+
+def gate_learning_rate(hp: dict[str, Any], steps: int) -> float | None:
+    """The gate logits' own lr: given, or REMOVAL_GATE_TRAVEL over the removal steps (removal recipe),
+    so a gate can cross from open to closed within the budget whatever the budget is."""
+    if hp["gate_learning_rate"] is not None or hp["recipe"] != "removal":
+        return hp["gate_learning_rate"]
+    from .removal import RemovalSchedule
+    from .finetune_config import REMOVAL_GATE_TRAVEL
+
+    return REMOVAL_GATE_TRAVEL / RemovalSchedule(hp["target_removal"], steps).final_step
+
+
+def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:
+    """The full fine-tune a magnitude run prunes: ``from_run`` (checked) or one trained here first."""
+    if config.from_run is not None:
+        root = Path(config.from_run)
+        source = root if (root / RUN_FILE).is_file() else root / config.task
+        if not (source / RUN_FILE).is_file():
+            raise FinetuneConfigError(f"--from {config.from_run}: no finished run for task {config.task!r} "
+                                      f"(looked for {source / RUN_FILE})")
+        record = json.loads((source / RUN_FILE).read_text())
+        if record.get("method") != "full" or record.get("task") != config.task:
+            raise FinetuneConfigError(f"--from {source}: a magnitude run needs full fine-tuned weights for "
+                                      f"{config.task!r}, but that folder holds a {record.get('method')!r} run "
+                                      f"for {record.get('task')!r}")
+        return source
+    full = FinetuneConfig(task=config.task, method="full", regime=config.regime, seed=config.seed,
+                          base_model=config.base_model, train_limit=config.train_limit, epochs=config.epochs,
+                          max_steps=config.max_steps, batch_size=config.batch_size,
+                          eval_batch_size=config.eval_batch_size, max_length=config.max_length,
+                          precision=config.precision)
+    run_finetune(full, output_dir / MAGNITUDE_SOURCE, data_dir=data_dir, resume=True, use_hub=use_hub)
+    return output_dir / MAGNITUDE_SOURCE / config.task
+
+
+def _magnitude_model(source: Path, target_removal: float) -> Any:
+    """The full fine-tune with gates fixed at 0/1 by structured magnitude, and every weight trainable,
+    so re-fine-tuning keeps the masks (a closed row's output and a closed column's input are 0)."""
+    import peft
+    from transformers import AutoModelForSequenceClassification
+
+    from .removal import close_lowest, freeze_gates, magnitude_scores
+    from .sparse_gates import SparseGatesConfig
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(source))
+    model = peft.get_peft_model(model, SparseGatesConfig(task_type="SEQ_CLS", target_removal=target_removal))
+    close_lowest(model, target_removal, scores=magnitude_scores(model), snap_open=True)
+    freeze_gates(model)
+    for name, param in model.named_parameters():
+        if "sparse_gates_" not in name and ".original_module." not in name:
+            param.requires_grad_(True)
+    return model
 
 
 def _epoch_metrics(log_history: list[dict]) -> list[dict[str, Any]]:
@@ -155,30 +223,35 @@ def run_finetune(
     hp = config.resolved()
     task_dir = Path(output_dir) / config.task
     ident = identity(config)
-    state = prepare_output_dir(task_dir, ident, overwrite, resume)
-    if state == "done":
+    if output_dir_state(task_dir, ident, overwrite, resume) == "done":
         return json.loads((task_dir / RUN_FILE).read_text())
-
-    base = ident["base_model"]
+    # data first: a missing or malformed split fails here, before any folder is made
     train = load_glue_split(config.task, "train", data_dir, limit=hp["train_limit"], use_hub=use_hub)
     eval_split = POOLED_SPLIT if config.task == "mnli" else "validation"
     validation = load_glue_split(config.task, eval_split, data_dir, use_hub=use_hub)
+    source = magnitude_source(config, Path(output_dir), data_dir, use_hub) if config.method == "magnitude" else None
+    state = prepare_output_dir(task_dir, ident, overwrite, resume)
+    base = ident["base_model"]
     tokenizer = AutoTokenizer.from_pretrained(base)
     set_seed(config.seed)
-    model = _build_model(config, hp, base)
-    train_tok = _tokenize(train, tokenizer, config.task, config.max_length)
-    eval_tok = _tokenize(validation, tokenizer, config.task, config.max_length)
+    model = _magnitude_model(source, hp["target_removal"]) if source else _build_model(config, hp, base)
+    inner = getattr(model, "base_model", model)
+    max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
+    train_tok = _tokenize(train, tokenizer, config.task, max_length)
+    eval_tok = _tokenize(validation, tokenizer, config.task, max_length)
 
     metric = primary_metric(config.task)
     args = TrainingArguments(
         output_dir=str(task_dir / CHECKPOINTS),
-        per_device_train_batch_size=config.batch_size,
+        per_device_train_batch_size=hp["batch_size"],
         per_device_eval_batch_size=config.eval_batch_size,
         learning_rate=hp["learning_rate"],
         weight_decay=hp["weight_decay"],
         num_train_epochs=config.epochs,
         max_steps=config.max_steps or -1,
-        warmup_steps=config.warmup_ratio,  # a float in [0, 1) is a ratio of total steps
+        warmup_steps=hp["warmup_ratio"],  # a float in [0, 1) is a ratio of total steps
+        lr_scheduler_type=hp["lr_scheduler"],
+        max_grad_norm=hp["max_grad_norm"],
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         eval_strategy="epoch",
         save_strategy="steps" if config.save_steps else "epoch",
@@ -201,8 +274,12 @@ def run_finetune(
         model=model, args=args, train_dataset=train_tok, eval_dataset=eval_tok,
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=glue_compute_metrics(config.task), callbacks=list(callbacks),
-        gate_learning_rate=hp["gate_learning_rate"],
+        gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp)),
+        masks_fixed=source is not None,
     )
+    one_shot = None
+    if source is not None and state == "fresh":
+        one_shot = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
     rss_before = current_rss_bytes()
     reset_peak_rss()
     start_step = 0
@@ -232,7 +309,11 @@ def run_finetune(
     final = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
     model = trainer.model.eval()
     accounting = parameter_accounting(model)
-    if config.method == "full":
+    if source is not None:
+        pruned = copy.deepcopy(model).merge_and_unload() if config.prune else None
+        model.merge_and_unload(prune=False).save_pretrained(str(task_dir))  # masks folded: a plain HF model
+        tokenizer.save_pretrained(str(task_dir))
+    elif config.method == "full":
         trainer.save_model(str(task_dir))
     else:
         model.save_pretrained(str(task_dir))
@@ -268,9 +349,13 @@ def run_finetune(
         "epochs": epochs,
         "final_metrics": final,
         "final_score": final.get(metric),
+        "gate_learning_rate": trainer.gate_learning_rate,
     }
+    if source is not None:
+        record["magnitude"] = {"source": str(source), "one_shot_metrics": one_shot,
+                               "refinetune_steps": trainer.state.global_step}
     if config.prune:
-        pruned = model.merge_and_unload()
+        pruned = pruned if source is not None else model.merge_and_unload()
         pruned.save_pretrained(str(task_dir / "pruned"))
         tokenizer.save_pretrained(str(task_dir / "pruned"))
         record["pruned"] = {"path": "pruned", "saved_bytes": _saved_bytes(task_dir / "pruned"),

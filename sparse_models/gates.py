@@ -4,6 +4,11 @@ A gate has a free parameter ``logit``; ``mu = tanh(logit)``. Training samples
 ``z = clamp(mu + eps + 0.5, 0, 1)`` with ``eps ~ N(0, noise_std^2)``; evaluation uses the
 deterministic ``clamp(mu + 0.5, 0, 1)``. A row or column is removable only when its evaluation gate
 is exactly 0. See ``../shared/notes/protocols.md`` (FineGates).
+
+Two regularisers live here. ``keep_penalty`` is the FineGates reference term (its value and gradient
+equal ``jsvir/FineGates`` ``SparseLayer.sparsity_loss``). ``open_pressure`` is the removal recipe's
+steady pull: it only has to rank gates, because the removal itself is made exact by
+``sparse_models.removal``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ __all__ = [
     "eval_gate_values",
     "open_probability",
     "keep_penalty",
+    "open_pressure",
+    "cubic_ramp",
+    "REFERENCE_SIGMA",
 ]
+
+#: sigma of P(open) in the reference code: ``0.5 - 0.5*erf((-0.5 - mu) / (0.5*sqrt(2)))``. It is a
+#: fixed constant, not the noise std (0.1); with 0.1 the gradient at initialisation is ~1e-35.
+REFERENCE_SIGMA = 0.5
 
 
 def init_gate_logits(size: int, mean: float = 1.0, std: float = 0.1, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -51,7 +63,22 @@ def open_probability(logit: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 def keep_penalty(row_logit: torch.Tensor, col_logit: torch.Tensor, keep: float, sigma: float) -> torch.Tensor:
-    """One layer's pull toward ``keep = 1 - target_sparsity``: |mean P(row open) - keep| + the same for columns."""
+    """One layer's pull toward ``keep = 1 - target_sparsity``: the mean of |mean P(row open) - keep| and
+    |mean P(col open) - keep| (the reference averages the two terms; it does not sum them)."""
     rows = (open_probability(row_logit, sigma).mean() - keep).abs()
     cols = (open_probability(col_logit, sigma).mean() - keep).abs()
-    return rows + cols
+    return (rows + cols) / 2
+
+
+def open_pressure(row_logit: torch.Tensor, col_logit: torch.Tensor, sigma: float) -> torch.Tensor:
+    """One layer's mean P(open) over rows and columns: a steady downward pull on every gate, so that
+    gates the task does not defend drift below those it does, and the ranking says which to close."""
+    return (open_probability(row_logit, sigma).mean() + open_probability(col_logit, sigma).mean()) / 2
+
+
+def cubic_ramp(progress: float, final: float) -> float:
+    """``final * (1 - (1 - progress)^3)``, progress clamped to [0, 1]: the gradual-pruning schedule of
+    Zhu & Gupta (2017), used by movement pruning and CoFi. Removes fast while the model is far from
+    the target and slowly near it, so the last removals meet a model that has adapted."""
+    p = min(max(progress, 0.0), 1.0)
+    return final * (1.0 - (1.0 - p) ** 3)

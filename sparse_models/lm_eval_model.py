@@ -30,6 +30,7 @@ from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.tasks.utils import data_source
 
 from .accounting import parameter_accounting
+from .architectures import max_input_length
 from .checkpoints import (
     Checkpoint,
     CheckpointError,
@@ -178,7 +179,8 @@ class SparseGatedLM(LM):
         spec = GLUE_TASKS[data_task]
         model, tokenizer = load_classifier(ckpt, self.dtype, self.device_name, self.base, self.prune,
                                            self.tokenizer_source)
-        max_length = self.max_length or min(512, getattr(tokenizer, "model_max_length", 512) or 512)
+        config = model.config.inner_config() if hasattr(model.config, "inner_config") else model.config
+        max_length = max_input_length(config, tokenizer, self.max_length)
         start = time.perf_counter()
         columns = [[doc[f] for doc in docs] for f in spec.text_fields]
         encoded = tokenizer(*columns, truncation=True, max_length=max_length)

@@ -21,10 +21,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from glue_sparse_tasks.errors import UserInputError
+
 PROTOCOLS = ("sparsegpt", "galore")
 
 
-class PerplexityError(ValueError):
+class PerplexityError(UserInputError):
     """Inputs a protocol cannot use (too few tokens, a window longer than the model's context...)."""
 
 
@@ -149,6 +151,10 @@ def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str], ma
         scored += count
         docs_used += enc["input_ids"].shape[0]
     seconds = time.perf_counter() - start
+    if not batch_losses:
+        empty = sum(1 for t in texts[:docs_used or len(texts)] if not t.strip())
+        raise PerplexityError(f"no document gave a token to score ({len(texts)} documents, {empty} of them empty "
+                              "or blank); each needs at least 2 tokens")
     mean = sum(batch_losses) / len(batch_losses)
     return PerplexityResult("galore", math.exp(mean), mean, scored, seen, len(batch_losses),
                             {"max_length": max_length, "token_budget": token_budget, "batch_size": batch_size,

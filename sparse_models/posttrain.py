@@ -31,16 +31,21 @@ def posttrain_gates(
     tokenizer: Any,
     train_texts: Sequence[str],
     output_dir: str,
-    target_sparsity: float,
+    target_sparsity: float | None = None,
     steps: int = 100,
     seqlen: int = 256,
     batch_size: int = 4,
-    learning_rate: float = 1e-3,
+    learning_rate: float | None = 1e-3,
     sparsity_lambda: float = 50.0,
     reg_sigma: float | None = None,
     seed: int = 0,
+    target_removal: float | None = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """Inject gates into ``model`` (a copy is not made), train only the gates; return (peft model, info)."""
+    """Inject gates into ``model`` (a copy is not made), train only the gates; return (peft model, info).
+
+    ``target_removal`` (instead of ``target_sparsity``) removes that share of gated weights exactly, on
+    the removal schedule; ``learning_rate`` None then means REMOVAL_GATE_TRAVEL over the removal steps.
+    """
     import datasets
     import peft
     from transformers import DataCollatorForLanguageModeling, TrainingArguments, set_seed
@@ -52,8 +57,17 @@ def posttrain_gates(
     blocks = pack_blocks(tokenizer, train_texts, seqlen, steps * batch_size)
     if not blocks:
         raise ValueError(f"the training texts give no full block of {seqlen} tokens")
-    gated = peft.get_peft_model(model, SparseGatesConfig(task_type="CAUSAL_LM", target_sparsity=target_sparsity,
-                                                         sparsity_lambda=sparsity_lambda, reg_sigma=reg_sigma))
+    if (target_sparsity is None) == (target_removal is None):
+        raise ValueError("give exactly one of target_sparsity (reference regulariser) and target_removal")
+    options = {"target_removal": target_removal} if target_removal is not None else \
+        {"target_sparsity": target_sparsity}
+    gated = peft.get_peft_model(model, SparseGatesConfig(task_type="CAUSAL_LM", sparsity_lambda=sparsity_lambda,
+                                                         reg_sigma=reg_sigma, **options))
+    if learning_rate is None:
+        from .finetune_config import REMOVAL_GATE_TRAVEL
+        from .removal import RemovalSchedule
+
+        learning_rate = REMOVAL_GATE_TRAVEL / RemovalSchedule(target_removal or 0.0, steps).final_step
     if tokenizer.pad_token is None:
         tokenizer = copy.copy(tokenizer)
         tokenizer.pad_token = tokenizer.eos_token
@@ -69,6 +83,7 @@ def posttrain_gates(
     gated.eval()
     info = {"steps": steps, "seqlen": seqlen, "batch_size": batch_size, "train_blocks": len(blocks),
             "train_tokens": len(blocks) * seqlen, "learning_rate": learning_rate, "target_sparsity": target_sparsity,
+            "target_removal": target_removal,
             "sparsity_lambda": sparsity_lambda, "reg_sigma": reg_sigma, "seed": seed, "train_seconds": seconds,
             "seconds_per_step": seconds / steps, "accounting": parameter_accounting(gated).to_dict(),
             "loss_log": [e for e in trainer.state.log_history if "loss" in e]}

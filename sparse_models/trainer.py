@@ -8,11 +8,28 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from pathlib import Path
+
 import numpy as np
 import torch
-from transformers import Trainer
+from safetensors.torch import load_file, save_file
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_pt_utils import LengthGroupedSampler
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from glue_sparse_tasks import scoring
+
+from .removal import (
+    RemovalSchedule,
+    close_lowest,
+    freeze_gates,
+    importance_scores,
+    importance_state,
+    load_importance_state,
+    track_importance,
+)
+
+IMPORTANCE_FILE = "removal_importance.safetensors"  # saved beside each Trainer checkpoint
 
 
 def sparse_gates_tuner(model: torch.nn.Module) -> Any | None:
@@ -24,14 +41,102 @@ def sparse_gates_tuner(model: torch.nn.Module) -> Any | None:
     return base if isinstance(base, SparseGatesModel) else None
 
 
-class SparseGatesTrainer(Trainer):
-    """Adds ``lambda * sparsity penalty`` to the loss in training steps; logs it beside the loss."""
+class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
+    """transformers' length-grouped order, drawn from a generator seeded by (seed, epoch) alone.
 
-    def __init__(self, *args: Any, gate_learning_rate: float | None = None, **kwargs: Any) -> None:
+    The stock sampler draws from the global RNG, which the Trainer restores to the checkpoint's state
+    on resume: a run resumed inside epoch 2 or later then sees another order than the uninterrupted
+    one. Seeding per epoch makes every epoch's order a pure function of the data seed and the epoch.
+    """
+
+    def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        self.generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return super().__iter__()
+
+
+class RemovalCallback(TrainerCallback):
+    """Runs the removal schedule of a ``target_removal`` adapter: after each event step the lowest gates
+    close up to the cubic ramp; after the final one all gates are 0/1 and frozen. It acts on step
+    numbers and on the logits (saved in checkpoints), so a resumed run takes the same path."""
+
+    def __init__(self, trainer: "SparseGatesTrainer") -> None:
+        self.trainer = trainer
+        self.schedule: RemovalSchedule | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        config = self.trainer.gates_config()
+        self.schedule = RemovalSchedule(config.target_removal, state.max_steps, config.removal_end,
+                                        config.removal_events)
+        self.score = config.removal_score
+        if state.global_step >= self.schedule.final_step:  # resumed after the removal became final
+            self._finish()
+        elif self.score == "taylor":
+            track_importance(self.trainer.model)
+            saved = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}" / IMPORTANCE_FILE
+            if state.global_step and saved.is_file():  # resumed: continue the same sums
+                load_importance_state(self.trainer.model, load_file(str(saved)))
+
+    def on_save(self, args, state, control, **kwargs):
+        scores = importance_state(self.trainer.model)
+        if scores and not self.trainer.gates_final:
+            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            if folder.is_dir():
+                save_file(scores, str(folder / IMPORTANCE_FILE))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if self.schedule is None or self.trainer.gates_final or step not in self.schedule.event_steps():
+            return
+        final = step >= self.schedule.final_step
+        scores = importance_scores(self.trainer.model) if self.score == "taylor" else None
+        close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final)
+        if final:
+            self._finish()
+
+    def _finish(self) -> None:
+        track_importance(self.trainer.model, on=False)
+        freeze_gates(self.trainer.model)
+        self.trainer.gates_final = True
+
+
+class SparseGatesTrainer(Trainer):
+    """Adds ``lambda * sparsity penalty`` to the loss in training steps; logs it beside the loss. For an
+    adapter with ``target_removal`` it also runs the removal schedule (:class:`RemovalCallback`)."""
+
+    def __init__(self, *args: Any, gate_learning_rate: float | None = None, masks_fixed: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gate_learning_rate = gate_learning_rate
+        #: gates are final 0/1 masks (after the removal schedule, or from the start for magnitude pruning)
+        self.gates_final = masks_fixed
         self._sparsity_sum = 0.0
         self._sparsity_count = 0
+        config = self.gates_config()
+        if config is not None and config.target_removal is not None and not masks_fixed:
+            self.add_callback(RemovalCallback(self))
+
+    def _get_train_sampler(self, train_dataset=None):
+        """Length-grouped batches (as ``train_sampling_strategy="group_by_length"``) in an order that a
+        resumed run reproduces exactly (:class:`EpochSeededLengthGroupedSampler`)."""
+        dataset = self.train_dataset if train_dataset is None else train_dataset
+        if self.args.train_sampling_strategy != "group_by_length" or dataset is None:
+            return super()._get_train_sampler(train_dataset)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return EpochSeededLengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                               dataset=dataset, model_input_name="input_ids", seed=seed)
+
+    def gates_config(self) -> Any | None:
+        """The active sparse-gates adapter config, or None for a model without gates."""
+        tuner = sparse_gates_tuner(self.model)
+        return None if tuner is None else tuner.peft_config[tuner.active_adapters[0]]
 
     def create_optimizer(self, *args: Any, **kwargs: Any):
         """The Trainer's optimizer, with the gate logits in their own group when they get their own lr."""
@@ -52,7 +157,7 @@ class SparseGatesTrainer(Trainer):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
                                              num_items_in_batch=num_items_in_batch)
         tuner = sparse_gates_tuner(model)
-        if tuner is not None and model.training:
+        if tuner is not None and model.training and not self.gates_final:
             penalty = tuner.sparsity_loss()
             loss = loss + penalty.to(loss.dtype)
             self._sparsity_sum += float(penalty.detach())

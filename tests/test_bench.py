@@ -150,7 +150,7 @@ def test_bench_flags_override_the_config_file(tmp_path):
     from glue_sparse_tasks.cli import build_parser
 
     config = tmp_path / "bench.yaml"
-    config.write_text("tasks: [rte, stsb]\nmethods: [full, {method: gates, label: g6, target_sparsity: 0.6}]\n"
+    config.write_text("tasks: [rte, stsb]\nmethods: [full, {method: gates, label: g6, target_removal: 0.6}]\n"
                       "seeds: [1, 2, 3]\nfinetune: {epochs: 1}\n")
     args = build_parser().parse_args(["bench", "--config", str(config), "--seeds", "7", "--max-steps", "5",
                                       "--output", str(tmp_path / "out")])
@@ -159,7 +159,7 @@ def test_bench_flags_override_the_config_file(tmp_path):
     assert bench.finetune == {"epochs": 1, "max_steps": 5}
     runs = list(bench.runs())
     gates = next(r for r in runs if r["label"] == "g6")
-    assert gates["config"].target_sparsity == 0.6 and gates["config"].prune
+    assert gates["config"].target_removal == 0.6 and gates["config"].prune
 
 
 def test_report_cli_prints_the_table(finished, tmp_path, capsys):

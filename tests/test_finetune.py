@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from transformers import TrainerCallback
 
 from sparse_models.finetune import OutputDirError, run_finetune
@@ -130,3 +131,40 @@ def test_bad_input_fails_before_training(tiny_base, glue_fixture_dir, tmp_path):
     replaced = run_finetune(_config(tiny_base, train_limit=8, epochs=1, seed=2), tmp_path, data_dir=data,
                             overwrite=True, use_hub=False)
     assert replaced["seed"] == 2
+
+
+@pytest.mark.parametrize("save_steps, stop_at, resume_from", [
+    (None, 7, 5),  # killed in epoch 2: the newest checkpoint is epoch 1's (the issue's epoch-boundary case)
+    (7, 9, 7),  # killed in epoch 2 after a mid-epoch checkpoint
+])
+def test_resume_in_a_later_epoch_equals_uninterrupted(save_steps, stop_at, resume_from, tiny_base, glue_fixture_dir,
+                                                      tmp_path):
+    """Same adapter weights and the same evaluations in run.json as an uninterrupted run: the epoch order
+    is seeded by (seed, epoch), and the removal schedule's Taylor sums travel with the checkpoint."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    kw = dict(train_limit=40, epochs=3, task="rte", method="gates+lora", save_steps=save_steps, logging_steps=1)
+    data = str(glue_fixture_dir)
+    full = run_finetune(_config(tiny_base, **kw), tmp_path / "a", data_dir=data, use_hub=False)
+
+    class KillAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == stop_at:
+                control.should_training_stop = True
+
+    run_finetune(_config(tiny_base, **kw), tmp_path / "b", data_dir=data, callbacks=[KillAt()], use_hub=False,
+                 keep_checkpoints=True)
+    checkpoints = tmp_path / "b" / "rte" / "checkpoints"
+    # a graceful stop also evaluates and saves at the stop; a killed process would not have: drop it
+    shutil.rmtree(checkpoints / f"checkpoint-{stop_at}", ignore_errors=True)
+    assert sorted(p.name for p in checkpoints.iterdir())[-1] == f"checkpoint-{resume_from}"
+    resumed = run_finetune(_config(tiny_base, **kw), tmp_path / "b", data_dir=data, resume=True, use_hub=False)
+    assert resumed["resumed_from_step"] == resume_from
+    assert [_quality(e) for e in resumed["epochs"]] == [_quality(e) for e in full["epochs"]]
+    assert [round(e["epoch"]) for e in resumed["epochs"]] == [1, 2, 3]
+    a = load_file(str(tmp_path / "a" / "rte" / "adapter_model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "rte" / "adapter_model.safetensors"))
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=0, atol=1e-6)

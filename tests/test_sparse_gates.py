@@ -198,11 +198,11 @@ def test_regulariser_gradient_points_toward_target():
     model = _gated("bert", target_sparsity=0.4, sparsity_lambda=50.0)
     with torch.no_grad():
         for layer in model.base_model.gated_layers().values():
-            layer.sparse_gates_row["default"].fill_(float(logits[0]))
-            layer.sparse_gates_col["default"].fill_(float(logits[0]))
+            layer.sparse_gates_row["default"].fill_(0.0)  # mu = 0: P(open) = Phi(1) ~ 0.84 > keep 0.6
+            layer.sparse_gates_col["default"].fill_(0.0)
     loss = model.sparsity_loss()
-    p_open = float(gates.open_probability(logits[:1], 0.1))
-    assert loss.item() == pytest.approx(50.0 * 2 * abs(p_open - 0.6), rel=1e-5)
+    p_open = float(gates.open_probability(torch.zeros(1), 0.5))  # the config default sigma, as the reference
+    assert loss.item() == pytest.approx(50.0 * abs(p_open - 0.6), rel=1e-5)  # mean of the row and column terms
     loss.backward()
     assert all((layer.sparse_gates_row["default"].grad > 0).all()
                for layer in model.base_model.gated_layers().values())

@@ -7,17 +7,27 @@ from typing import Any, Optional, Union
 
 from peft.config import PeftConfig
 
+from .. import gates
 from ._peft_type import SPARSE_GATES
 
 BIAS_CHOICES = ("none", "sparse_gates_only", "all")
+#: Reference initialisation: logits N(1, 0.1), so every gate starts at tanh(1) + 0.5 = 1.26, on the
+#: flat part of the clamp where the task loss cannot reach it.
+REFERENCE_INIT = (1.0, 0.1)
+#: Removal-mode initialisation: just past the clamp edge (tanh(0.6) + 0.5 = 1.04), so the model is
+#: unchanged at step 0 but training noise already lets the task gradient reach every gate.
+EDGE_INIT = (0.6, 0.01)
 
 
 @dataclass
 class SparseGatesConfig(PeftConfig):
     """Configuration of :class:`SparseGatesModel`.
 
-    Defaults are the FineGates GLUE reference (target sparsity 0.4, lambda 50, logits N(1, 0.1),
-    noise std 0.1). ``target_modules=None`` picks the architecture's defaults (see
+    Defaults reproduce the FineGates GLUE reference regulariser exactly (target sparsity 0.4, lambda 50,
+    logits N(1, 0.1), noise std 0.1, sigma 0.5 in P(open), per layer the mean of the row and column
+    terms, then the mean over layers). ``target_removal`` switches to the removal mode: a schedule
+    (``sparse_models.removal``) closes gates until that share of gated weights is removed, exactly,
+    and leaves every gate at exactly 0 or 1. ``target_modules=None`` picks the architecture's defaults (see
     ``sparse_models.architectures``). ``lora_config`` (a ``LoraConfig`` or its dict) injects PEFT LoRA
     *inside* every gated layer, so one adapter trains gates and LoRA together: y = ((W + BA)(x*g_c) + b)*g_r.
     """
@@ -30,15 +40,42 @@ class SparseGatesConfig(PeftConfig):
         default=None, metadata={"help": "Module names or a regex to leave ungated."}
     )
     target_sparsity: float = field(
-        default=0.4, metadata={"help": "Fraction of rows and of columns the regulariser pulls closed, in [0, 1)."}
+        default=0.4,
+        metadata={"help": "Reference regulariser: the share of rows and of columns whose P(open) it pulls down, "
+                          "in [0, 1). It is not the removed share (40% of rows and columns closed remove 64% of a "
+                          "matrix) and the reference recipe rarely reaches it; use target_removal for that."},
+    )
+    target_removal: Optional[float] = field(
+        default=None,
+        metadata={"help": "Share of gated weights to remove, in (0, 1), as parameter_accounting reports it. "
+                          "Replaces the target_sparsity regulariser by a steady pull plus a schedule that closes "
+                          "the lowest gates until exactly this share is removed; gates end exactly 0 or 1."},
+    )
+    removal_end: float = field(
+        default=0.8,
+        metadata={"help": "Removal mode: fraction of the training steps after which the removal is final and the "
+                          "gates are frozen at 0/1; the remaining steps let biases and head recover."},
+    )
+    removal_score: str = field(
+        default="taylor",
+        metadata={"help": "Removal mode: how gates are ranked for closing: 'taylor' (accumulated |dL/dz * z|, the "
+                          "first-order loss change of closing the gate) or 'logit' (the gate logits)."},
+    )
+    removal_events: int = field(
+        default=10, metadata={"help": "Removal mode: how many times the closed set grows along the cubic ramp."}
     )
     sparsity_lambda: float = field(default=50.0, metadata={"help": "Weight of the sparsity regulariser."})
-    init_mean: float = field(default=1.0, metadata={"help": "Mean of the gate logits at initialisation."})
-    init_std: float = field(default=0.1, metadata={"help": "Std of the gate logits at initialisation."})
+    init_mean: Optional[float] = field(
+        default=None, metadata={"help": "Mean of the gate logits at initialisation; None: 1.0 (reference), or "
+                                        "0.6 (just past the clamp edge) with target_removal."})
+    init_std: Optional[float] = field(
+        default=None, metadata={"help": "Std of the gate logits at initialisation; None: 0.1, or 0.01 with "
+                                        "target_removal."})
     noise_std: float = field(default=0.1, metadata={"help": "Std of the Gaussian gate noise in training."})
     reg_sigma: Optional[float] = field(
-        default=None,
-        metadata={"help": "sigma in P(open) = Phi((mu + 0.5) / sigma); None uses noise_std (the reference)."},
+        default=gates.REFERENCE_SIGMA,
+        metadata={"help": "sigma in P(open) = Phi((mu + 0.5) / sigma); 0.5 in the reference code (a constant, "
+                          "not the noise std). None is read as 0.5."},
     )
     bias: str = field(
         default="sparse_gates_only",
@@ -64,6 +101,21 @@ class SparseGatesConfig(PeftConfig):
         )
         if not 0.0 <= self.target_sparsity < 1.0:
             raise ValueError(f"target_sparsity must be in [0, 1), got {self.target_sparsity!r}")
+        if self.target_removal is not None and not 0.0 < self.target_removal < 1.0:
+            raise ValueError(f"target_removal must be in (0, 1) (a share of gated weights), got {self.target_removal!r}")
+        if not 0.0 < self.removal_end <= 1.0:
+            raise ValueError(f"removal_end must be in (0, 1], got {self.removal_end!r}")
+        if self.removal_score not in ("taylor", "logit"):
+            raise ValueError(f"removal_score must be 'taylor' or 'logit', got {self.removal_score!r}")
+        if self.removal_events < 1:
+            raise ValueError(f"removal_events must be >= 1, got {self.removal_events!r}")
+        default_init = EDGE_INIT if self.target_removal is not None else REFERENCE_INIT
+        if self.init_mean is None:
+            self.init_mean = default_init[0]
+        if self.init_std is None:
+            self.init_std = default_init[1]
+        if self.reg_sigma is None:
+            self.reg_sigma = gates.REFERENCE_SIGMA
         if self.sparsity_lambda < 0:
             raise ValueError(f"sparsity_lambda must be >= 0, got {self.sparsity_lambda!r}")
         for name in ("init_std", "noise_std"):
@@ -88,6 +140,3 @@ class SparseGatesConfig(PeftConfig):
         """The open fraction the regulariser aims for."""
         return 1.0 - self.target_sparsity
 
-    @property
-    def penalty_sigma(self) -> float:
-        return self.reg_sigma if self.reg_sigma is not None else self.noise_std

@@ -26,6 +26,10 @@ class SparseGatesLayer(BaseTunerLayer):
         self.sparse_gates_row = nn.ParameterDict({})
         self.sparse_gates_col = nn.ParameterDict({})
         self.noise_std: dict[str, float] = {}
+        #: per adapter, running sums of |dL/dz * z| per row / column gate while tracking is on (see
+        #: ``sparse_models.removal.track_importance``); plain tensors, not saved with the adapter
+        self.importance: dict[str, dict[str, torch.Tensor]] = {}
+        self.track_importance = False
         self._disable_adapters = False
         self.merged_adapters: list[str] = []
         self._unmerged: dict[str, tuple[torch.Tensor, Optional[torch.Tensor]]] = {}
@@ -57,6 +61,9 @@ class SparseGatesLayer(BaseTunerLayer):
                 continue
             c = gates.gate_values(self.sparse_gates_col[name], self.noise_std[name], training)
             r = gates.gate_values(self.sparse_gates_row[name], self.noise_std[name], training)
+            if training and self.track_importance and torch.is_grad_enabled():
+                self._record_importance(name, "col", c)
+                self._record_importance(name, "row", r)
             col = c if col is None else col * c
             row = r if row is None else row * r
         if col is None:
@@ -64,6 +71,21 @@ class SparseGatesLayer(BaseTunerLayer):
             ones_out = torch.ones(self.out_features, device=ones_in.device)
             return ones_in, ones_out
         return col, row
+
+    def _record_importance(self, adapter: str, side: str, value: torch.Tensor) -> None:
+        """First-order (Taylor) importance of each gate: |dL/dz * z|, the loss change its closing would
+        cause. The gradient is taken at the gate value z, so the clamp that hides it from the logit of
+        an open gate does not hide it here."""
+        if not value.requires_grad:
+            return
+        sums = self.importance.setdefault(adapter, {})
+        z = value.detach()
+
+        def hook(grad: torch.Tensor) -> None:
+            term = (grad.detach() * z).abs().float()
+            sums[side] = term if side not in sums else sums[side] + term
+
+        value.register_hook(hook)
 
     def eval_gates(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Deterministic (column, row) gates, detached: what merging and pruning fold in."""

@@ -126,12 +126,22 @@ class SparseGatesModel(BaseTuner):
         return {n: m for n, m in self.model.named_modules() if isinstance(m, SparseGatesLayer)}
 
     def sparsity_loss(self, adapter_name: Optional[str] = None) -> torch.Tensor:
-        """lambda * mean over gated layers of |mean P(row open) - keep| + |mean P(col open) - keep|."""
+        """lambda * mean over gated layers of one layer term.
+
+        Reference mode: mean(|mean P(row open) - keep|, |mean P(col open) - keep|), as in FineGates.
+        Removal mode (``target_removal``): mean(mean P(row open), mean P(col open)), a steady pull whose
+        only job is to let undefended gates sink; the schedule then closes the lowest ones exactly.
+        """
         name = adapter_name or self.active_adapters[0]
         config: SparseGatesConfig = self.peft_config[name]
+        if config.target_removal is None:
+            def term(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+                return gates.keep_penalty(row, col, config.keep_fraction, config.reg_sigma)
+        else:
+            def term(row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+                return gates.open_pressure(row, col, config.reg_sigma)
         penalties = [
-            gates.keep_penalty(layer.sparse_gates_row[name], layer.sparse_gates_col[name],
-                               config.keep_fraction, config.penalty_sigma)
+            term(layer.sparse_gates_row[name], layer.sparse_gates_col[name])
             for layer in self.gated_layers().values()
             if name in layer.sparse_gates_row
         ]

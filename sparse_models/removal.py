@@ -1,0 +1,191 @@
+"""Removal on request: close the lowest-ranked gates until a stated share of gated weights is gone.
+
+The FineGates regulariser says nothing about how many weights end up removed (it pulls the mean
+P(open), which gates can satisfy while all staying fractional). Here the removal is made exact:
+gates are ranked by a score (their logits while training, weight norms for the magnitude baseline),
+and the smallest number of lowest-ranked gates is closed whose removal, *as ``parameter_accounting``
+reports it* (pruning chains included), reaches the requested share. Closed gates get a logit deep in
+the clamp's zero region, and at the end open ones one deep in its one region, so evaluation gates are
+exactly 0 or 1 and training noise (std 0.1) cannot move them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from . import gates
+from .accounting import parameter_accounting
+from .pruning import unwrap_gated_model
+from .sparse_gates.layer import SparseGatesLayer
+
+__all__ = [
+    "CLOSED_LOGIT",
+    "OPEN_LOGIT",
+    "RemovalSchedule",
+    "gate_logits",
+    "close_lowest",
+    "freeze_gates",
+    "magnitude_scores",
+    "importance_scores",
+    "track_importance",
+    "importance_state",
+    "load_importance_state",
+]
+
+#: tanh(-3) + 0.5 = -0.495: the evaluation gate is 0, and noise of std 0.1 opens it with p ~ 4e-7.
+CLOSED_LOGIT = -3.0
+#: tanh(3) + 0.5 = 1.495: the evaluation gate is 1 with the same margin.
+OPEN_LOGIT = 3.0
+
+
+def gate_logits(model: nn.Module, adapter: str | None = None) -> dict[str, nn.Parameter]:
+    """``"<module>.row"`` / ``"<module>.col"`` -> gate logit parameter of one adapter, in module order."""
+    inner = unwrap_gated_model(model)
+    out: dict[str, nn.Parameter] = {}
+    for name, layer in inner.named_modules():
+        if not isinstance(layer, SparseGatesLayer):
+            continue
+        key = adapter or layer.active_adapters[0]
+        if key in layer.sparse_gates_row:
+            out[f"{name}.row"] = layer.sparse_gates_row[key]
+            out[f"{name}.col"] = layer.sparse_gates_col[key]
+    if not out:
+        raise ValueError("the model has no sparse-gate layers")
+    return out
+
+
+@torch.no_grad()
+def close_lowest(
+    model: nn.Module,
+    share: float,
+    scores: dict[str, torch.Tensor] | None = None,
+    snap_open: bool = False,
+    adapter: str | None = None,
+) -> float:
+    """Close the fewest lowest-scoring gates whose removal reaches ``share`` of gated weights.
+
+    ``scores`` maps the keys of :func:`gate_logits` to one score per gate (default: the logits, so
+    already-closed gates stay closed and the ramp only grows). Of the two counts around the target,
+    the one whose removal is nearer is kept. With ``snap_open`` every other gate is set fully open.
+    Returns the removed share of gated weights now reported by ``parameter_accounting``.
+    """
+    params = gate_logits(model, adapter)
+    scores = {k: p.detach().clone() for k, p in params.items()} if scores is None else scores
+    originals = {k: p.detach().clone() for k, p in params.items()}
+    was_closed = {k: gates.eval_gate_values(p) == 0 for k, p in originals.items()}
+    # a gate closed earlier ranks first whatever its score, so the closed set only grows
+    flat = torch.cat([torch.where(was_closed[k], float("-inf"), scores[k].float()).flatten().cpu() for k in params])
+    order = torch.argsort(flat, stable=True)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(len(order))
+    bounds, start = {}, 0
+    for key, p in params.items():
+        bounds[key] = (start, start + p.numel())
+        start += p.numel()
+
+    def apply(k: int) -> float:
+        for key, p in params.items():
+            lo, hi = bounds[key]
+            closed = (rank[lo:hi] < k).to(p.device).view_as(p)
+            rest = torch.where(was_closed[key], CLOSED_LOGIT, OPEN_LOGIT).to(p) if snap_open else originals[key]
+            p.copy_(torch.where(closed, torch.full_like(p, CLOSED_LOGIT), rest))
+        return parameter_accounting(model).removed_share_of_gated
+
+    lo, hi = 0, len(flat)  # removal(lo) < share <= removal(hi), searched over the count of closed gates
+    if apply(hi) < share:
+        raise ValueError(f"closing every gate removes {apply(hi):.3f} of gated weights, less than {share}")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if apply(mid) >= share:
+            hi = mid
+        else:
+            lo = mid
+    below, above = apply(lo), apply(hi)
+    return apply(lo) if share - below < above - share else apply(hi)
+
+
+def freeze_gates(model: nn.Module, adapter: str | None = None) -> None:
+    """Stop training the gate logits (the removal is final); biases, head and LoRA keep training."""
+    for p in gate_logits(model, adapter).values():
+        p.requires_grad_(False)
+
+
+def track_importance(model: nn.Module, on: bool = True) -> None:
+    """Start (or stop) accumulating each gate's Taylor importance |dL/dz * z| in training steps."""
+    for layer in unwrap_gated_model(model).modules():
+        if isinstance(layer, SparseGatesLayer):
+            layer.track_importance = on
+
+
+def importance_scores(model: nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor] | None:
+    """The accumulated Taylor importance per gate, keyed like :func:`gate_logits`; closed gates score 0
+    (z = 0), so they stay first in the ranking. None before any training step was recorded."""
+    inner = unwrap_gated_model(model)
+    out: dict[str, torch.Tensor] = {}
+    for name, layer in inner.named_modules():
+        if not isinstance(layer, SparseGatesLayer):
+            continue
+        sums = layer.importance.get(adapter or layer.active_adapters[0], {})
+        if "row" not in sums or "col" not in sums:
+            return None
+        out[f"{name}.row"], out[f"{name}.col"] = sums["row"], sums["col"]
+    return out or None
+
+
+def importance_state(model: nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor]:
+    """The importance sums as a flat tensor dict (``"<module>.row"``...), for a checkpoint."""
+    return {k: v.detach().cpu().contiguous() for k, v in (importance_scores(model, adapter) or {}).items()}
+
+
+def load_importance_state(model: nn.Module, state: dict[str, torch.Tensor], adapter: str | None = None) -> None:
+    """Put saved importance sums back, so a resumed run ranks gates as the uninterrupted one would."""
+    for name, layer in unwrap_gated_model(model).named_modules():
+        if isinstance(layer, SparseGatesLayer) and f"{name}.row" in state:
+            device = layer.get_base_layer().weight.device
+            layer.importance[adapter or layer.active_adapters[0]] = {
+                "row": state[f"{name}.row"].to(device), "col": state[f"{name}.col"].to(device)}
+
+
+@torch.no_grad()
+def magnitude_scores(model: nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor]:
+    """Structured-magnitude scores: each row's and column's L2 norm in its (out, in) weight, divided by
+    the mean norm of that matrix's rows (or columns), so one global ranking compares matrices of
+    different scales. Used to close gates for the magnitude-pruning baseline."""
+    inner = unwrap_gated_model(model)
+    out: dict[str, torch.Tensor] = {}
+    for name, layer in inner.named_modules():
+        if not isinstance(layer, SparseGatesLayer):
+            continue
+        weight = layer.get_base_layer().weight.detach().float()
+        w = weight.T if layer.fan_in_fan_out else weight
+        rows, cols = w.norm(dim=1), w.norm(dim=0)
+        out[f"{name}.row"] = rows / rows.mean().clamp_min(1e-12)
+        out[f"{name}.col"] = cols / cols.mean().clamp_min(1e-12)
+    return out
+
+
+@dataclass(frozen=True)
+class RemovalSchedule:
+    """When and how much to close along a cubic ramp: ``events`` closings, the last at ``end`` of
+    ``total_steps``, where the removal reaches ``target`` and the gates are frozen at 0/1."""
+
+    target: float
+    total_steps: int
+    end: float = 0.8
+    events: int = 10
+
+    @property
+    def final_step(self) -> int:
+        return max(1, min(self.total_steps, round(self.end * self.total_steps)))
+
+    def event_steps(self) -> list[int]:
+        """Optimiser steps (1-based, after the step) at which the closed set grows; the last is final."""
+        n = min(self.events, self.final_step)
+        return sorted({max(1, round(self.final_step * (i + 1) / n)) for i in range(n)})
+
+    def share_at(self, step: int) -> float:
+        """Removed share asked for after ``step``: the cubic ramp, exactly ``target`` from the final step."""
+        return self.target if step >= self.final_step else gates.cubic_ramp(step / self.final_step, self.target)
