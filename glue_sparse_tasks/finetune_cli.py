@@ -136,6 +136,12 @@ def run(args: argparse.Namespace) -> int:
     if not plan:
         print("error: no task to train", file=sys.stderr)
         return 2
+    import torch
+    from accelerate import PartialState
+
+    # under torchrun: every rank has checked before any folder is made (cpu=True: gloo without CUDA,
+    # as the Trainer's own TrainingArguments(use_cpu=...) will set it up)
+    PartialState(cpu=not torch.cuda.is_available()).wait_for_everyone()
     rows = []
     for config, out in plan:
         print(f"== {config.task} · {config.method} · {config.regime} · seed {config.seed} -> {out / config.task}",

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from glue_sparse_tasks.data import DATA_DIR_ENV, fingerprint
-from glue_sparse_tasks.local_formats import GlueDataError, iter_jsonl_objects
+from glue_sparse_tasks.local_formats import GlueDataError, iter_jsonl_objects, text_lines
 
 C4_FILES = ("validation_sample.jsonl", "validation_sample.jsonl.gz")
 C4_SHARD_GLOB = "c4-validation.*.json*"
@@ -102,7 +102,7 @@ def load_wikitext2_pages(data_dir: str | None = None, use_hub: bool = True) -> t
     for folder in _folders(data_dir, "wikitext2"):
         path = folder / WIKITEXT_FILE
         if path.is_file():
-            raw = path.read_text(encoding="utf-8")
+            raw = "".join(line for _, line in text_lines(path))  # names the file on decode errors
             pages = split_wikitext_pages(raw)
             if not pages:
                 raise GlueDataError(f"{path}: the file holds no text")

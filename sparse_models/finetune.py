@@ -123,13 +123,14 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
         **gate_options))
 
 
-def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any]) -> int:
-    """Optimiser steps of one process, as the Trainer counts them (for the budget-sized gate lr)."""
+def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any], world_size: int = 1) -> int:
+    """Optimiser steps, as the Trainer counts them (for the budget-sized gate lr); data-parallel
+    processes each take their own batch, so an epoch has ``world_size`` times fewer steps."""
     import math
 
     if config.max_steps:
         return config.max_steps
-    per_epoch = max(1, math.ceil(train_rows / hp["batch_size"]) // config.gradient_accumulation_steps)
+    per_epoch = max(1, math.ceil(train_rows / (hp["batch_size"] * world_size)) // config.gradient_accumulation_steps)
     return max(1, math.ceil(per_epoch * config.epochs))
 
 
@@ -214,10 +215,13 @@ def run_finetune(
     import torch
     from transformers import AutoTokenizer, DataCollatorWithPadding, TrainingArguments, set_seed
 
+    from accelerate.utils import gather_object
+
     from glue_sparse_tasks.data import load_glue_split, provenance
     from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
 
     from .accounting import parameter_accounting
+    from .removal import gate_fingerprint
     from .trainer import SparseGatesTrainer, glue_compute_metrics
 
     hp = config.resolved()
@@ -230,18 +234,8 @@ def run_finetune(
     eval_split = POOLED_SPLIT if config.task == "mnli" else "validation"
     validation = load_glue_split(config.task, eval_split, data_dir, use_hub=use_hub)
     source = magnitude_source(config, Path(output_dir), data_dir, use_hub) if config.method == "magnitude" else None
-    state = prepare_output_dir(task_dir, ident, overwrite, resume)
-    base = ident["base_model"]
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    set_seed(config.seed)
-    model = _magnitude_model(source, hp["target_removal"]) if source else _build_model(config, hp, base)
-    inner = getattr(model, "base_model", model)
-    max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
-    train_tok = _tokenize(train, tokenizer, config.task, max_length)
-    eval_tok = _tokenize(validation, tokenizer, config.task, max_length)
-
     metric = primary_metric(config.task)
-    args = TrainingArguments(
+    args = TrainingArguments(  # built first: its distributed state says which process this is
         output_dir=str(task_dir / CHECKPOINTS),
         per_device_train_batch_size=hp["batch_size"],
         per_device_eval_batch_size=config.eval_batch_size,
@@ -268,13 +262,31 @@ def run_finetune(
         fp16=config.precision == "fp16",
         report_to=list(config.report_to) or "none",
         dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),  # so torchrun on CPU processes is data-parallel (gloo)
+        # the removal schedule freezes the gates mid-run: DDP must accept parameters without gradients
+        ddp_find_unused_parameters=config.method != "full" or None,
         disable_tqdm=False,
     )
+    processes = args.distributed_state  # under torchrun / accelerate launch: this rank; else one process
+    state = output_dir_state(task_dir, ident, overwrite, resume)  # every rank reads the folder first
+    processes.wait_for_everyone()
+    if processes.is_main_process:  # only the main process prepares and writes the run folder
+        prepare_output_dir(task_dir, ident, overwrite, resume)
+    processes.wait_for_everyone()
+    base = ident["base_model"]
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    set_seed(config.seed)
+    model = _magnitude_model(source, hp["target_removal"]) if source else _build_model(config, hp, base)
+    inner = getattr(model, "base_model", model)
+    max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
+    train_tok = _tokenize(train, tokenizer, config.task, max_length)
+    eval_tok = _tokenize(validation, tokenizer, config.task, max_length)
+
     trainer = SparseGatesTrainer(
         model=model, args=args, train_dataset=train_tok, eval_dataset=eval_tok,
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=glue_compute_metrics(config.task), callbacks=list(callbacks),
-        gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp)),
+        gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp, processes.num_processes)),
         masks_fixed=source is not None,
     )
     one_shot = None
@@ -308,14 +320,20 @@ def run_finetune(
     step_seconds = max(train_seconds - eval_seconds, 0.0)
     final = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
     model = trainer.model.eval()
-    accounting = parameter_accounting(model)
+    # magnitude re-fine-tunes every weight under fixed masks: count what trained, not the adapter
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad) if source is not None else None
+    accounting = parameter_accounting(model, trainable_parameters=trained)
+    gate_prints = gather_object([gate_fingerprint(model)]) if config.method != "full" else None
+    if config.method == "full":
+        trainer.save_model(str(task_dir))  # the Trainer saves on the main process only
+    if not processes.is_main_process:
+        processes.wait_for_everyone()  # the main process writes the run folder; wait for it
+        return json.loads((task_dir / RUN_FILE).read_text())
     if source is not None:
         pruned = copy.deepcopy(model).merge_and_unload() if config.prune else None
         model.merge_and_unload(prune=False).save_pretrained(str(task_dir))  # masks folded: a plain HF model
         tokenizer.save_pretrained(str(task_dir))
-    elif config.method == "full":
-        trainer.save_model(str(task_dir))
-    else:
+    elif config.method != "full":
         model.save_pretrained(str(task_dir))
         tokenizer.save_pretrained(str(task_dir))
     record: dict[str, Any] = {
@@ -350,6 +368,9 @@ def run_finetune(
         "final_metrics": final,
         "final_score": final.get(metric),
         "gate_learning_rate": trainer.gate_learning_rate,
+        "world_size": processes.num_processes,
+        "effective_batch_size": hp["batch_size"] * config.gradient_accumulation_steps * processes.num_processes,
+        "gate_fingerprint_by_rank": gate_prints,
     }
     if source is not None:
         record["magnitude"] = {"source": str(source), "one_shot_metrics": one_shot,
@@ -363,6 +384,7 @@ def run_finetune(
     if not keep_checkpoints:
         shutil.rmtree(task_dir / CHECKPOINTS, ignore_errors=True)
     write_json_atomic(task_dir / RUN_FILE, record)
+    processes.wait_for_everyone()
     return record
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "importance_scores",
     "track_importance",
     "importance_state",
+    "all_ranks_importance",
+    "gate_fingerprint",
     "load_importance_state",
 ]
 
@@ -133,6 +135,34 @@ def importance_scores(model: nn.Module, adapter: str | None = None) -> dict[str,
             return None
         out[f"{name}.row"], out[f"{name}.col"] = sums["row"], sums["col"]
     return out or None
+
+
+def all_ranks_importance(scores: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
+    """Under data parallelism each rank sums |dL/dz * z| over its own batches: rank on the sum over all
+    ranks (a reduced copy; the local sums stay local), so every rank closes the same gates."""
+    import torch.distributed as dist
+
+    if scores is None or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return scores
+    reduced = {k: v.clone() for k, v in scores.items()}
+    for value in reduced.values():  # same key order on every rank (module order)
+        dist.all_reduce(value)
+    return reduced
+
+
+def gate_fingerprint(model: nn.Module, adapter: str | None = None) -> str | None:
+    """sha256 of every gate logit, to show that data-parallel ranks hold identical gates."""
+    import hashlib
+
+    try:
+        params = gate_logits(model, adapter)
+    except ValueError:
+        return None
+    digest = hashlib.sha256()
+    for key, p in params.items():
+        digest.update(key.encode())
+        digest.update(p.detach().float().cpu().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def importance_state(model: nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor]:

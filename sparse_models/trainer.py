@@ -21,6 +21,7 @@ from glue_sparse_tasks import scoring
 
 from .removal import (
     RemovalSchedule,
+    all_ranks_importance,
     close_lowest,
     freeze_gates,
     importance_scores,
@@ -86,7 +87,7 @@ class RemovalCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         scores = importance_state(self.trainer.model)
-        if scores and not self.trainer.gates_final:
+        if scores and not self.trainer.gates_final and args.should_save:
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             if folder.is_dir():
                 save_file(scores, str(folder / IMPORTANCE_FILE))
@@ -96,7 +97,7 @@ class RemovalCallback(TrainerCallback):
         if self.schedule is None or self.trainer.gates_final or step not in self.schedule.event_steps():
             return
         final = step >= self.schedule.final_step
-        scores = importance_scores(self.trainer.model) if self.score == "taylor" else None
+        scores = all_ranks_importance(importance_scores(self.trainer.model)) if self.score == "taylor" else None
         close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final)
         if final:
             self._finish()
@@ -159,7 +160,12 @@ class SparseGatesTrainer(Trainer):
         tuner = sparse_gates_tuner(model)
         if tuner is not None and model.training and not self.gates_final:
             penalty = tuner.sparsity_loss()
-            loss = loss + penalty.to(loss.dtype)
+            # the Trainer multiplies a token-averaged task loss by the process count (DDP then averages
+            # gradients over processes); scale the penalty alike, or its weight would shrink with the
+            # number of processes
+            scaled = (self.args.average_tokens_across_devices and num_items_in_batch is not None
+                      and (self.model_accepts_loss_kwargs or self.compute_loss_func))
+            loss = loss + penalty.to(loss.dtype) * (self.accelerator.num_processes if scaled else 1)
             self._sparsity_sum += float(penalty.detach())
             self._sparsity_count += 1
         return (loss, outputs) if return_outputs else loss

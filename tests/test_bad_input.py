@@ -215,3 +215,13 @@ def test_max_length_never_exceeds_the_position_table():
     assert max_input_length(BertConfig(max_position_embeddings=512), NoLimit(), 128) == 128
     with pytest.raises(UserInputError, match="max_length 100 exceeds the 64 positions of this bert model"):
         max_input_length(BertConfig(max_position_embeddings=64), NoLimit(), 100)
+
+
+def test_wikitext_that_is_not_utf8_names_the_file(tmp_path):
+    from glue_sparse_tasks.text_corpora import load_wikitext2_pages
+
+    path = tmp_path / "wikitext2" / "test.txt"
+    path.parent.mkdir()
+    path.write_bytes(b" = Title = \n some text \n caf\xe9 \n")
+    with pytest.raises(GlueDataError, match=r"wikitext2/test\.txt: not UTF-8 text"):
+        load_wikitext2_pages(str(tmp_path), use_hub=False)

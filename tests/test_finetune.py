@@ -9,7 +9,7 @@ import torch
 from transformers import TrainerCallback
 
 from sparse_models.finetune import OutputDirError, run_finetune
-from sparse_models.finetune_config import FinetuneConfig, FinetuneConfigError
+from sparse_models.finetune_config import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
 from tests.tiny_models import save_tiny_classifier
 
 RUN_FIELDS = {
@@ -50,7 +50,7 @@ def test_every_method_trains_and_writes_a_complete_run(method, tiny_base, glue_f
     assert [round(e["epoch"]) for e in record["epochs"]] == [1, 2]
     assert {"accuracy", "loss"} <= set(record["epochs"][0])
     assert record["data"]["train"]["rows"] == 24 and len(record["data"]["train"]["sha256"]) == 64
-    assert record["hyperparameters"]["learning_rate"] == {"full": 2e-5, "lora": 5e-4}.get(method, 1e-3)
+    assert record["hyperparameters"]["learning_rate"] == DEFAULT_LR[method]
     assert record["versions"]["torch"] and "commit" in record["git"]
     assert record["peak_rss_bytes"] > 0 and record["seconds_per_step"] > 0
     assert 0 <= record["final_score"] <= 1

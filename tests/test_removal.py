@@ -155,6 +155,8 @@ def test_magnitude_prunes_a_full_run_to_the_share_and_refinetunes_with_masks_hel
     record = run_finetune(config, tmp_path / "mag", data_dir=str(glue_fixture_dir), use_hub=False)
     assert abs(record["accounting"]["removed_share_of_gated"] - 0.3) <= 0.03
     assert record["magnitude"]["refinetune_steps"] == record["train_steps"] == 3
+    accounting = record["accounting"]  # every weight re-trains (the gates are frozen masks)
+    assert accounting["trainable_parameters"] > 0.9 * accounting["dense_parameters"]
     assert 0 <= record["magnitude"]["one_shot_metrics"]["accuracy"] <= 1
     from transformers import AutoModelForSequenceClassification
 
