@@ -33,3 +33,21 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """``json.dumps`` with indentation, written atomically."""
     return write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def check_writable(folder: str | os.PathLike, flag: str = "--output") -> None:
+    """Fail now, naming the flag and folder, if ``folder`` (or its nearest existing parent) cannot take
+    files: long jobs check this before they load a model, not when they finally write."""
+    from glue_sparse_tasks.errors import UserInputError
+
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserInputError(f"{flag} {folder}: {existing} is not a directory")
+    try:
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as exc:
+        raise UserInputError(f"{flag} {folder}: cannot write in {existing} ({exc.strerror}); choose a writable "
+                             "folder") from None

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from glue_sparse_tasks.atomic import check_writable
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
 
 
@@ -76,24 +77,6 @@ def _available_tasks(names: list[str], data_dir: str | None, use_hub: bool) -> t
     return found, skipped
 
 
-def _check_writable(folder: Path) -> None:
-    """Fail now, naming the folder, if ``folder`` (or the nearest existing parent) cannot take files."""
-    import tempfile
-
-    from glue_sparse_tasks.errors import UserInputError
-
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UserInputError(f"--output {folder}: {existing} is not a directory")
-    try:
-        tempfile.TemporaryFile(dir=existing).close()
-    except OSError as exc:
-        raise UserInputError(f"--output {folder}: cannot write in {existing} ({exc.strerror}); choose a writable "
-                             "folder") from None
-
-
 def run(args: argparse.Namespace) -> int:
     from sparse_models.finetune import identity, output_dir_state, run_finetune
     from sparse_models.finetune_config import FinetuneConfig, FinetuneConfigError
@@ -118,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             for task, why in no_train.items():
                 print(f"error: {task} has no usable training data: {why}", file=sys.stderr)
             return 2
-    _check_writable(Path(args.output))
+    check_writable(args.output, "--output")
     fields = set(FinetuneConfig.field_names()) - {"task", "seed", "base_model", "report_to"}
     options = {k: v for k, v in vars(args).items() if k in fields}
     plan = []

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
+from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
 
 
 def _doc_range(text: str) -> slice:
@@ -85,6 +85,8 @@ def run_perplexity(args: argparse.Namespace) -> int:
 
     try:
         texts, prov = _texts(args)
+        if args.output:
+            check_writable(Path(args.output).parent, "--output")
         if args.adapter:
             from sparse_models.checkpoints import check_complete
 
@@ -143,6 +145,7 @@ def run_posttrain(args: argparse.Namespace) -> int:
         return 2
     train, held_out = texts[args.train_docs], texts[args.eval_docs]
     out_dir = Path(args.out_dir)
+    check_writable(out_dir, "--out-dir")  # before any model loads
     note = (f"Trained on {prov.corpus} documents {args.train_docs.start}:{args.train_docs.stop} and scored on "
             f"disjoint documents {args.eval_docs.start}:{args.eval_docs.stop} of {prov.source}.")
     print(note, flush=True)

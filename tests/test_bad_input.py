@@ -225,3 +225,12 @@ def test_wikitext_that_is_not_utf8_names_the_file(tmp_path):
     path.write_bytes(b" = Title = \n some text \n caf\xe9 \n")
     with pytest.raises(GlueDataError, match=r"wikitext2/test\.txt: not UTF-8 text"):
         load_wikitext2_pages(str(tmp_path), use_hub=False)
+
+
+def test_posttrain_into_an_unwritable_folder_fails_before_the_model_loads(tmp_path, capsys):
+    write_jsonl(tmp_path / "c4" / "validation_sample.jsonl", [{"text": f"doc {i} words here."} for i in range(6)])
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    _one_line_error(capsys, 2, ["posttrain", "--data-dir", str(tmp_path), "--no-hub", "--train-docs", "0:3",
+                                "--eval-docs", "3:6", "--out-dir", str(blocker / "out")],
+                    "--out-dir", "is not a directory")
