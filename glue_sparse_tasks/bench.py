@@ -55,6 +55,8 @@ class BenchConfig:
     latency_rounds: int = 3
     data_dir: str | None = None
     use_hub: bool = True
+    cpus_per_cell: float = 1.0  # Ray resources of one grid cell (executor "ray")
+    gpus_per_cell: float = 0.0
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
@@ -223,22 +225,23 @@ def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None
                            "rerun the bench to resume it")
 
 
-def run_bench(bench: BenchConfig, output: str | Path, log=print) -> Path:
-    """Run every missing row; return the store path. Rows already in the store are skipped."""
+EXECUTORS = ("local", "ray")
+
+
+def pending_cells(bench: BenchConfig, output: Path, done: set[str],
+                  log=print) -> list[tuple[str, dict[str, Any], str]]:
+    """(title, run, key) of every grid cell whose row is not in the store yet, in grid order; the
+    others are logged as cached."""
     from importlib import metadata
 
     from glue_sparse_tasks.data import load_glue_rows
     from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
     from sparse_models.finetune import identity
 
-    output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
-    store = output / RESULTS_FILE
     version = metadata.version("glue-sparse")
-    rows = read_store(store)
-    done = {r["key"] for r in rows}
     runs = list(bench.runs())
-    fingerprints: dict[tuple, str] = {}
+    fingerprints: dict[tuple, dict[str, str]] = {}
+    cells = []
     for i, run in enumerate(runs, 1):
         config, task = run["config"], run["task"]
         hp = config.resolved()
@@ -249,42 +252,99 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print) -> Path:
             _, val_prov = load_glue_rows(task, POOLED_SPLIT if task == "mnli" else "validation", bench.data_dir,
                                          use_hub=bench.use_hub)
             fingerprints[fp_key] = {"train": train_prov.sha256, "validation": val_prov.sha256}
-        ident = identity(config)
-        key = row_key(ident, fingerprints[fp_key], bench, version)
+        key = row_key(identity(config), fingerprints[fp_key], bench, version)
         title = f"[{i}/{len(runs)}] {task} · {run['label']} · {run['regime']} · seed {run['seed']}"
         if key in done:
             log(f"{title}: cached")
-            continue
-        run_root = output / "runs" / run["label"] / run["regime"] / f"seed-{run['seed']}"
-        log(f"{title}: fine-tuning -> {run_root / task}")
-        _finetune_subprocess(config, run_root, bench)
-        task_dir = run_root / task
-        record = json.loads((task_dir / "run.json").read_text())
-        log(f"{title}: evaluating through lm-eval (sparse-gated)")
-        started = time.perf_counter()
-        metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json")
-        eval_seconds = time.perf_counter() - started
-        pruned_metrics = None
-        if (task_dir / "pruned").is_dir():
-            pruned_metrics = _lm_eval_metrics(task_dir / "pruned", task, bench.data_dir, bench.eval_limit,
-                                              task_dir / "pruned" / "lm_eval.json")
-        log(f"{title}: timing CPU eval latency")
-        latency = _latency(task_dir, task, bench, bench.data_dir)
-        row = {
-            "key": key, "task": task, "label": run["label"], "method": run["method"], "regime": run["regime"],
-            "seed": run["seed"], "base_model": ident["base_model"], "hyperparameters": ident,
-            "data": record["data"], "metrics": metrics, "flat_metrics": flat_metrics_from_lm_eval(task, metrics),
-            "pruned_metrics": pruned_metrics, "primary_metric": record["primary_metric"],
-            "accounting": record["accounting"], "train_seconds": record["train_seconds"],
-            "seconds_per_step": record["seconds_per_step"], "peak_rss_bytes": record["peak_rss_bytes"],
-            "train_steps": record["train_steps"], "eval_seconds": eval_seconds, "latency": latency,
-            "run_dir": str(task_dir), "versions": record["versions"], "git": record["git"],
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
+        else:
+            cells.append((title, run, key))
+    return cells
+
+
+def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: str, title: str = "",
+             log=print) -> dict[str, Any]:
+    """One grid cell, start to end: fine-tune (own process), evaluate through lm-eval, time; its row.
+    Pure in its inputs, so any executor (this process, a Ray worker) gives the same row."""
+    from sparse_models.finetune import identity
+
+    config, task = run["config"], run["task"]
+    ident = identity(config)
+    run_root = Path(output) / "runs" / run["label"] / run["regime"] / f"seed-{run['seed']}"
+    log(f"{title}: fine-tuning -> {run_root / task}")
+    _finetune_subprocess(config, run_root, bench)
+    task_dir = run_root / task
+    record = json.loads((task_dir / "run.json").read_text())
+    log(f"{title}: evaluating through lm-eval (sparse-gated)")
+    started = time.perf_counter()
+    metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json")
+    eval_seconds = time.perf_counter() - started
+    pruned_metrics = None
+    if (task_dir / "pruned").is_dir():
+        pruned_metrics = _lm_eval_metrics(task_dir / "pruned", task, bench.data_dir, bench.eval_limit,
+                                          task_dir / "pruned" / "lm_eval.json")
+    log(f"{title}: timing CPU eval latency")
+    latency = _latency(task_dir, task, bench, bench.data_dir)
+    return {
+        "key": key, "task": task, "label": run["label"], "method": run["method"], "regime": run["regime"],
+        "seed": run["seed"], "base_model": ident["base_model"], "hyperparameters": ident,
+        "data": record["data"], "metrics": metrics, "flat_metrics": flat_metrics_from_lm_eval(task, metrics),
+        "pruned_metrics": pruned_metrics, "primary_metric": record["primary_metric"],
+        "accounting": record["accounting"], "train_seconds": record["train_seconds"],
+        "seconds_per_step": record["seconds_per_step"], "peak_rss_bytes": record["peak_rss_bytes"],
+        "train_steps": record["train_steps"], "eval_seconds": eval_seconds, "latency": latency,
+        "run_dir": str(task_dir), "versions": record["versions"], "git": record["git"],
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str = "local",
+              address: str | None = None, retries: int = 2) -> Path:
+    """Run every missing row; return the store path. Rows already in the store are skipped.
+
+    ``executor="local"`` runs cells one after another here; ``"ray"`` runs each cell as a Ray task (a
+    local Ray started on the fly, or the cluster at ``address``), retried up to ``retries`` times. Either
+    way this process is the only writer of the store, and rows carry the same content keys, so a bench
+    begun with one executor can be finished with the other. Cells that still fail are reported at the
+    end (RuntimeError naming them) after every other cell has run.
+    """
+    if executor not in EXECUTORS:
+        raise BenchConfigError(f"unknown executor {executor!r}; valid executors are: {', '.join(EXECUTORS)}")
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    store = output / RESULTS_FILE
+    rows = read_store(store)
+    done = {r["key"] for r in rows}
+    runs = list(bench.runs())
+    cells = pending_cells(bench, output, done, log)
+    if len(cells) < len(runs):
+        log(f"{len(runs) - len(cells)} of {len(runs)} cells cached in {store}")
+    failures: list[str] = []
+
+    def finished(title: str, row: dict[str, Any] | None, error: BaseException | None) -> None:
+        if row is None:
+            failures.append(f"{title}: {type(error).__name__}: {error}")
+            log(f"{title}: FAILED ({type(error).__name__}: {error})")
+            return
         rows.append(row)
         write_store(store, rows)
-        done.add(key)
-        score = metrics.get({"accuracy": "acc"}.get(record["primary_metric"], record["primary_metric"]))
-        log(f"{title}: {record['primary_metric']} {score:.4f}, removed "
-            f"{record['accounting']['removed_share_of_gated']:.1%} of gated weights")
+        score = row["metrics"].get({"accuracy": "acc"}.get(row["primary_metric"], row["primary_metric"]))
+        log(f"{title}: {row['primary_metric']} {score:.4f}, removed "
+            f"{row['accounting']['removed_share_of_gated']:.1%} of gated weights")
+
+    if executor == "ray":
+        from glue_sparse_tasks.bench_ray import run_cells_on_ray
+
+        for title, row, error in run_cells_on_ray(cells, bench, output, address=address, retries=retries, log=log):
+            finished(title, row, error)
+    else:
+        for title, run, key in cells:
+            try:
+                row = run_cell(run, bench, output, key, title, log)
+            except (RuntimeError, OSError, ValueError) as exc:
+                finished(title, None, exc)
+                continue
+            finished(title, row, None)
+    if failures:
+        raise RuntimeError(f"{len(failures)} cell(s) failed; the others are in {store} (rerun to retry): "
+                           + "; ".join(failures))
     return store

@@ -30,6 +30,12 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-hub", dest="use_hub", action="store_false", default=None)
     p.add_argument("--convention", default="default", help="GLUE-average convention of the report")
     p.add_argument("--output", required=True, help="bench folder: results.jsonl, runs/, report/")
+    p.add_argument("--executor", default="local", choices=("local", "ray"),
+                   help="local: cells one after another here (default); ray: each cell a Ray task")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray for this run)")
+    p.add_argument("--retries", type=int, default=2, help="Ray: retries of a failed or killed cell")
+    p.add_argument("--cpus-per-cell", type=float, help="Ray: CPUs a cell asks for (default 1)")
+    p.add_argument("--gpus-per-cell", type=float, help="Ray: GPUs a cell asks for (default 0)")
 
 
 def _bench_config(args: argparse.Namespace):
@@ -43,7 +49,8 @@ def _bench_config(args: argparse.Namespace):
         value = getattr(args, name)
         if value:
             raw[name] = [cast(v) for v in value.split(",") if v]
-    for name in ("base_model", "eval_limit", "latency_docs", "data_dir", "use_hub"):
+    for name in ("base_model", "eval_limit", "latency_docs", "data_dir", "use_hub", "cpus_per_cell",
+                 "gpus_per_cell"):
         if getattr(args, name) is not None:
             raw[name] = getattr(args, name)
     finetune = dict(raw.get("finetune") or {})
@@ -66,7 +73,8 @@ def run_bench_cmd(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     (output / "bench_config.json").write_text(json.dumps(bench.to_dict(), indent=2, default=str) + "\n")
-    store = run_bench(bench, output, log=lambda m: print(m, flush=True))
+    store = run_bench(bench, output, log=lambda m: print(m, flush=True), executor=args.executor,
+                      address=args.address, retries=args.retries)
     paths = write_report(read_store(store), output / "report", args.convention)
     print(f"\nresults: {store}\nreport:  {paths['markdown']}\ncsv:     {paths['csv']}\n"
           f"plots:   {paths['score_plot']}, {paths['latency_plot']}")

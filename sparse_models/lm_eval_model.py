@@ -13,6 +13,7 @@ expected value is the score.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import time
@@ -43,6 +44,21 @@ RESULTS_FILE = "sparse_gated_eval.json"
 STSB_MAX = 5.0
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "fp16": torch.float16}
+
+
+logger = logging.getLogger(__name__)
+
+
+def _data_parallel_position() -> tuple[int, int, int]:
+    """(rank, world size, local rank) under ``torchrun`` / ``accelerate launch``; (0, 1, 0) otherwise.
+    Each rank then gets its share of the requests from lm-eval and rank 0 writes the results, as with
+    lm-eval's own ``hf`` model. Without CUDA the processes talk over gloo."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1, 0
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    return state.process_index, state.num_processes, state.local_process_index
 
 
 def resolve_device(device: str | None) -> str:
@@ -103,11 +119,14 @@ class SparseGatedLM(LM):
         **_unused: Any,
     ) -> None:
         super().__init__()
+        self._rank, self._world_size, local_rank = _data_parallel_position()
         self.pretrained = str(pretrained)
         self.checkpoints = resolve_checkpoints(self.pretrained, variant=str(variant or ""))
         only = next(iter(self.checkpoints.values()))
         self.single_checkpoint = len(self.checkpoints) == 1 and Path(only.path) == Path(self.pretrained)
         self.device_name = resolve_device(device)
+        if self._world_size > 1 and self.device_name.startswith("cuda"):
+            self.device_name = f"cuda:{local_rank}"  # one device per process, as lm-eval's hf model
         self.dtype = resolve_dtype(dtype, self.device_name)
         self.batch_size_arg = batch_size if batch_size is not None else 32
         self.max_batch_size = int(max_batch_size) if max_batch_size else None
@@ -245,12 +264,37 @@ class SparseGatedLM(LM):
             scores, info = self._score_docs(glue_task, [docs[i] for i in ids])
             self.report[glue_task] = info
             answers.update({(glue_task, i): s for i, s in zip(ids, scores)})
-        self._write_report()
+        mine = {task: len(docs) for task, docs in by_task.items()}
+        logger.info("sparse-gated rank %d of %d scored %s docs", self.rank, self.world_size, mine)
+        per_rank = self.gather_object(mine, dst=0) if self.world_size > 1 else [mine]
+        if self.rank == 0:
+            for task in self.report:
+                self.report[task]["docs_by_rank"] = [counts.get(task, 0) for counts in per_rank]
+            self._write_report()
         results = []
         for req in requests:
             row = answers[(req.doc["glue_task"], req.doc_id)]
             results.append((row[req.idx], req.idx == max(range(len(row)), key=row.__getitem__)))
         return results
+
+    # ------------------------------------------------------------------ data parallelism (lm-eval's hooks)
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world_size <= 1:
+            return tensor
+        from accelerate.utils import gather
+
+        return gather(tensor)
+
+    def gather_object(self, obj: Any, dst: int = 0) -> list | None:
+        if self.world_size <= 1:
+            return [obj]
+        result = [None] * self.world_size if self.rank == dst else None
+        torch.distributed.gather_object(obj=obj, object_gather_list=result, dst=dst)
+        return result
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            torch.distributed.barrier()
 
     def get_model_info(self) -> dict[str, Any]:
         """lm-eval copies this into ``results["config"]``: accounting and throughput per task."""

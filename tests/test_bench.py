@@ -170,3 +170,28 @@ def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| full | limited | 1,2 |" in printed and (tmp_path / "report.csv").is_file()
     assert main(["report", "--results", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]) == 2
+
+
+def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue_fixture_dir, tmp_path):
+    """A 2 x 2 grid (tasks x methods, seed 1) as Ray tasks on a local Ray: same keys and metrics as the
+    in-process executor's rows for those cells (to 1e-4: Ray gives a worker one thread, the test run
+    two, so float sums may round differently); the driver alone writes the store."""
+    pytest.importorskip("ray")
+    _, local_store, _ = finished
+    local = {r["key"]: r for r in read_store(local_store)}
+    logs: list[str] = []
+    store = run_bench(_bench(tiny_base, glue_fixture_dir, seeds=[1]), tmp_path / "ray", log=logs.append,
+                      executor="ray")
+    rows = read_store(store)
+    assert len(rows) == 4 and {r["seed"] for r in rows} == {1}
+    assert any("cells submitted to Ray" in line for line in logs)
+    for row in rows:
+        assert row["key"] in local  # same content keys: a bench begun locally can be finished on Ray
+        mine, theirs = row["flat_metrics"], local[row["key"]]["flat_metrics"]
+        assert mine.keys() == theirs.keys()
+        for name in mine:
+            assert mine[name] == pytest.approx(theirs[name], abs=1e-4)
+    # finishing the same bench again (any executor) finds every row cached and runs nothing
+    again: list[str] = []
+    run_bench(_bench(tiny_base, glue_fixture_dir, seeds=[1]), tmp_path / "ray", log=again.append, executor="ray")
+    assert any("4 of 4 cells cached" in line for line in again) and not any("submitted" in l for l in again)

@@ -58,3 +58,36 @@ def test_torchrun_two_cpu_processes_write_one_run_with_identical_gates(tiny_base
     for record in (one, two):
         assert abs(record["accounting"]["removed_share_of_gated"] - 0.3) <= 0.03
     assert abs(two["final_metrics"]["accuracy"] - one["final_metrics"]["accuracy"]) <= 0.15
+
+
+def test_sparse_gated_under_torchrun_scores_half_the_docs_per_rank_with_the_same_metrics(glue_fixture_dir,
+                                                                                        tmp_path):
+    """lm-eval's own data parallelism: each of 2 gloo processes scores its share, rank 0 writes."""
+    import shutil
+
+    from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+
+    run = tmp_path / "run"
+    for seed, task in enumerate(("rte", "stsb")):
+        save_tiny_classifier(run / task, GLUE_TASKS[task].num_labels, seed=seed, task=task,
+                             regression_center=2.5 if task == "stsb" else None)
+    lm_eval = shutil.which("lm_eval")
+    common = ["run", "--model", "sparse-gated", "--model_args", f"pretrained={run}", "--tasks",
+              "glue_sparse_rte,glue_sparse_stsb", "--batch_size", "8", "--metadata",
+              json.dumps({"data_dir": str(glue_fixture_dir)})]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    one = subprocess.run([lm_eval, *common, "--output_path", str(tmp_path / "one")], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          str(_free_port()), lm_eval, *common, "--output_path", str(tmp_path / "two")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    first = json.loads(next((tmp_path / "one").rglob("results_*.json")).read_text())
+    second = json.loads(next((tmp_path / "two").rglob("results_*.json")).read_text())
+    for task, metric in (("glue_sparse_rte", "acc,none"), ("glue_sparse_stsb", "pearson,none")):
+        assert second["results"][task][metric] == pytest.approx(first["results"][task][metric], abs=1e-5)
+    for task, info in second["config"]["sparse_gated"]["tasks"].items():
+        counts = info["docs_by_rank"]
+        assert len(counts) == 2 and sum(counts) == 24 and abs(counts[0] - counts[1]) <= 1  # fixture: 24 docs
+    assert first["config"]["sparse_gated"]["tasks"]["rte"]["docs_by_rank"] == [24]

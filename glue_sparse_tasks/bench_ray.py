@@ -1,0 +1,48 @@
+"""The bench grid on Ray: each pending cell is one Ray task; the driver keeps writing the store.
+
+Ray is an optional extra (``pip install glue-sparse[ray]``); this module is imported only by
+``run_bench(executor="ray")``. Without ``address`` a local Ray is started for the run and stopped
+after it; with one, the cells go to that cluster. A cell asks for ``bench.cpus_per_cell`` CPUs and,
+where ``bench.gpus_per_cell`` is set, that many GPUs. A task that raises or whose worker dies is
+retried ``retries`` times; a cell that still fails is yielded with its error, and the others go on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+from glue_sparse_tasks.errors import UserInputError
+
+
+def run_cells_on_ray(cells: list[tuple[str, dict[str, Any], str]], bench: Any, output: Path,
+                     address: str | None = None, retries: int = 2,
+                     log=print) -> Iterator[tuple[str, dict[str, Any] | None, BaseException | None]]:
+    """Yield (title, row or None, error or None) for every cell, in the order they finish."""
+    try:
+        import ray
+    except ImportError:
+        raise UserInputError("--executor ray needs Ray: pip install 'glue-sparse[ray]'") from None
+    from glue_sparse_tasks.bench import run_cell
+
+    if not cells:
+        return
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        remote = ray.remote(num_cpus=bench.cpus_per_cell, num_gpus=bench.gpus_per_cell or 0,
+                            max_retries=retries, retry_exceptions=True)(run_cell)
+        pending = {remote.remote(run, bench, str(output), key, title, print): title for title, run, key in cells}
+        log(f"{len(pending)} cells submitted to Ray ({ray.cluster_resources().get('CPU', 0):g} CPUs"
+            f"{', address ' + address if address else ', local'})")
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            title = pending.pop(ref)
+            try:
+                yield title, ray.get(ref), None
+            except Exception as exc:  # noqa: BLE001 - a failed cell is reported, the others go on
+                yield title, None, exc
+    finally:
+        if started_here:
+            ray.shutdown()
