@@ -59,15 +59,18 @@ def posttrain_gates(
         raise ValueError(f"the training texts give no full block of {seqlen} tokens")
     if (target_sparsity is None) == (target_removal is None):
         raise ValueError("give exactly one of target_sparsity (reference regulariser) and target_removal")
-    options = {"target_removal": target_removal} if target_removal is not None else \
+    # only gates train here, so nothing is left to recover after the removal: make it final at the end
+    options = {"target_removal": target_removal, "removal_end": 1.0} if target_removal is not None else \
         {"target_sparsity": target_sparsity}
-    gated = peft.get_peft_model(model, SparseGatesConfig(task_type="CAUSAL_LM", sparsity_lambda=sparsity_lambda,
-                                                         reg_sigma=reg_sigma, **options))
+    gates_config = SparseGatesConfig(task_type="CAUSAL_LM", sparsity_lambda=sparsity_lambda, reg_sigma=reg_sigma,
+                                     **options)
+    gated = peft.get_peft_model(model, gates_config)
     if learning_rate is None:
         from .finetune_config import REMOVAL_GATE_TRAVEL
         from .removal import RemovalSchedule
 
-        learning_rate = REMOVAL_GATE_TRAVEL / RemovalSchedule(target_removal or 0.0, steps).final_step
+        schedule = RemovalSchedule(target_removal or 0.0, steps, end=gates_config.removal_end)
+        learning_rate = REMOVAL_GATE_TRAVEL / schedule.final_step
     if tokenizer.pad_token is None:
         tokenizer = copy.copy(tokenizer)
         tokenizer.pad_token = tokenizer.eos_token

@@ -101,6 +101,8 @@ class RemovalCallback(TrainerCallback):
         close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final)
         if final:
             self._finish()
+            if not any(p.requires_grad for p in self.trainer.model.parameters()):
+                control.should_training_stop = True  # gates were all that trained (e.g. a causal LM)
 
     def _finish(self) -> None:
         track_importance(self.trainer.model, on=False)

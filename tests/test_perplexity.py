@@ -135,6 +135,19 @@ def test_posttraining_trains_only_gates_and_prunes(tiny_llama, tmp_path):
     assert len(info["loss_log"]) >= 1
 
 
+def test_posttraining_with_a_target_removal_removes_that_share(tiny_llama, tmp_path):
+    """Only gates train on a causal LM, so the removal is made final at the last step (after it there
+    would be nothing left to train; freezing earlier used to end in a backward without gradients)."""
+    model, tokenizer = _load(tiny_llama)
+    gated, info = posttrain_gates(model, tokenizer, _docs(60), str(tmp_path), target_removal=0.2, steps=8,
+                                  seqlen=32, batch_size=2, learning_rate=None)
+    assert info["target_removal"] == 0.2 and info["learning_rate"] == pytest.approx(1.0 / 8)
+    assert abs(info["accounting"]["removed_share_of_gated"] - 0.2) <= 0.03
+    evals = torch.cat([torch.clamp(torch.tanh(p) + 0.5, 0, 1).flatten() for n, p in gated.named_parameters()
+                       if "sparse_gates_" in n])
+    assert set(evals.unique().tolist()) == {0.0, 1.0}
+
+
 def test_perplexity_and_posttrain_commands(tiny_llama, c4_dir, tmp_path):
     from glue_sparse_tasks.cli import main
 
