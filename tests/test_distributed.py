@@ -80,7 +80,7 @@ def test_sparse_gated_under_torchrun_scores_half_the_docs_per_rank_with_the_same
                          env=env, timeout=600)
     assert one.returncode == 0, one.stderr[-3000:]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          str(_free_port()), lm_eval, *common, "--output_path", str(tmp_path / "two")],
+                          str(_free_port()), "-m", "lm_eval", *common, "--output_path", str(tmp_path / "two")],
                          capture_output=True, text=True, env=env, timeout=600)
     assert two.returncode == 0, two.stderr[-3000:]
     first = json.loads(next((tmp_path / "one").rglob("results_*.json")).read_text())
