@@ -41,12 +41,13 @@ def _option(argv: list[str], *names: str) -> str | None:
 def requested_glue_tasks(tasks_arg: str | None) -> list[str]:
     """The glue_task names behind ``--tasks`` (the group expands to its eight members)."""
     out: list[str] = []
+    known: list[str] | None = None  # read from the YAMLs once, and only if a name needs checking
     for name in (tasks_arg or "").split(","):
         name = name.strip()
         if name == "glue_sparse":
             out += GLUE8  # the group's members
         elif name.startswith("glue_sparse_"):
-            known = known_task_names()
+            known = known if known is not None else known_task_names()
             if name not in known:
                 raise UserInputError(f"--tasks: unknown task {name!r}; our tasks are: {', '.join(known)}")
             glue_task = name[len("glue_sparse_"):]

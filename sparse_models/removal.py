@@ -2,7 +2,8 @@
 
 The FineGates regulariser says nothing about how many weights end up removed (it pulls the mean
 P(open), which gates can satisfy while all staying fractional). Here the removal is made exact:
-gates are ranked by a score (their logits while training, weight norms for the magnitude baseline),
+gates are ranked by a score (accumulated Taylor importance or the logits while training, weight norms
+for the magnitude baseline),
 and the smallest number of lowest-ranked gates is closed whose removal, *as ``parameter_accounting``
 reports it* (pruning chains included), reaches the requested share. Closed gates get a logit deep in
 the clamp's zero region, and at the end open ones one deep in its one region, so evaluation gates are
@@ -97,16 +98,17 @@ def close_lowest(
         return parameter_accounting(model).removed_share_of_gated
 
     lo, hi = 0, len(flat)  # removal(lo) < share <= removal(hi), searched over the count of closed gates
-    if apply(hi) < share:
-        raise ValueError(f"closing every gate removes {apply(hi):.3f} of gated weights, less than {share}")
+    most = apply(hi)
+    if most < share:
+        raise ValueError(f"closing every gate removes {most:.3f} of gated weights, less than {share}")
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if apply(mid) >= share:
             hi = mid
         else:
             lo = mid
-    below, above = apply(lo), apply(hi)
-    return apply(lo) if share - below < above - share else apply(hi)
+    below, above = apply(lo), apply(hi)  # each apply plans the whole model: no more than needed
+    return above if above - share <= share - below else apply(lo)
 
 
 def freeze_gates(model: nn.Module, adapter: str | None = None) -> None:
@@ -123,8 +125,9 @@ def track_importance(model: nn.Module, on: bool = True) -> None:
 
 
 def importance_scores(model: nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor] | None:
-    """The accumulated Taylor importance per gate, keyed like :func:`gate_logits`; closed gates score 0
-    (z = 0), so they stay first in the ranking. None before any training step was recorded."""
+    """The accumulated Taylor importance per gate, keyed like :func:`gate_logits` (a closed gate adds
+    nothing more, z = 0; :func:`close_lowest` keeps it first in the ranking whatever its sum). None
+    before any training step was recorded."""
     inner = unwrap_gated_model(model)
     out: dict[str, torch.Tensor] = {}
     for name, layer in inner.named_modules():
