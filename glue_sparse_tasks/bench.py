@@ -25,6 +25,10 @@ LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "
                        "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
 
 
+#: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
+GRID_OVERRIDES = ("seeds", "regimes", "tasks")
+
+
 class BenchConfigError(UserInputError):
     """A bench configuration that cannot run; names the field."""
 
@@ -36,6 +40,9 @@ class MethodSpec:
     method: str
     label: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    seeds: list[int] | None = None  # None: the bench's; e.g. 3 seeds for headline arms, 1 for the rest
+    regimes: list[str] | None = None
+    tasks: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.label = self.label or self.method
@@ -71,8 +78,9 @@ class BenchConfig:
             if isinstance(m, str):
                 methods.append(MethodSpec(m))
             elif isinstance(m, dict) and "method" in m:
-                opts = {k: v for k, v in m.items() if k not in ("method", "label")}
-                methods.append(MethodSpec(m["method"], m.get("label", ""), opts))
+                opts = {k: v for k, v in m.items() if k not in ("method", "label") + GRID_OVERRIDES}
+                methods.append(MethodSpec(m["method"], m.get("label", ""), opts,
+                                          **{k: m[k] for k in GRID_OVERRIDES if k in m}))
             else:
                 raise BenchConfigError(f"{source}: methods[{i}] must be a method name or "
                                        f"{{'method': ..., 'label': ..., options}}, got {m!r}")
@@ -97,9 +105,9 @@ class BenchConfig:
         return cls.from_dict(raw, str(path))
 
     def validate(self, source: str = "bench config") -> None:
-        labels = [m.label for m in self.methods]
-        if len(set(labels)) != len(labels):
-            raise BenchConfigError(f"{source}: method labels must be unique, got {labels}")
+        cells = [(m.label, r) for m in self.methods for r in (m.regimes or self.regimes)]
+        if len(set(cells)) != len(cells):
+            raise BenchConfigError(f"{source}: method labels must be unique within a regime, got {cells}")
         try:  # every combination must be a valid fine-tuning config
             for _ in self.runs():
                 pass
@@ -107,19 +115,30 @@ class BenchConfig:
             raise BenchConfigError(f"{source}: {exc}") from None
 
     def runs(self) -> Iterator[dict[str, Any]]:
+        """Every grid cell; magnitude cells come after all others (they prune the full arm's runs)."""
         from sparse_models.finetune_config import FinetuneConfig
 
-        for seed in self.seeds:
-            for regime in self.regimes:
+        def full_label(regime: str) -> str | None:
+            return next((m.label for m in self.methods if m.method == "full" and regime in (m.regimes or self.regimes)
+                         and not set(m.options) - set(self.finetune)), None)
+
+        cells = []
+        for seed in sorted({s for m in self.methods for s in (m.seeds or self.seeds)}):
+            for regime in self.regimes + sorted({r for m in self.methods for r in m.regimes or ()} - set(self.regimes)):
                 for spec in self.methods:
-                    for task in self.tasks:
+                    if seed not in (spec.seeds or self.seeds) or regime not in (spec.regimes or self.regimes):
+                        continue
+                    for task in spec.tasks or self.tasks:
                         options = {**self.finetune, **spec.options}
-                        if spec.method in ("gates", "gates+lora"):
+                        if spec.method in ("gates", "gates+lora", "magnitude"):
                             options["prune"] = True
                         config = FinetuneConfig(task=task, method=spec.method, regime=regime, seed=seed,
                                                 base_model=self.base_model, **options)
-                        yield {"task": task, "label": spec.label, "method": spec.method, "regime": regime,
-                               "seed": seed, "config": config}
+                        cells.append({"task": task, "label": spec.label, "method": spec.method, "regime": regime,
+                                      "seed": seed, "config": config,
+                                      "full_label": full_label(regime) if spec.method == "magnitude"
+                                      and not spec.options.get("from_run") else None})
+        yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,6 +232,20 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     return out
 
 
+def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
+    """Point ``<run_root>/magnitude-source`` at the full arm's seed folder: the magnitude fine-tune then
+    finds its identical full run finished there (identities are compared, so a different one is an
+    error, not a silent reuse)."""
+    from sparse_models.finetune import MAGNITUDE_SOURCE
+
+    run_root.mkdir(parents=True, exist_ok=True)
+    link = run_root / MAGNITUDE_SOURCE
+    if not link.exists() and not link.is_symlink():
+        full_root.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path("..") / ".." / ".." / full_root.parent.parent.name / full_root.parent.name / full_root.name,
+                        target_is_directory=True)
+
+
 def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None:
     cmd = [sys.executable, "-m", "sparse_models.finetune", json.dumps(asdict(config)), str(out_dir), "--resume"]
     if bench.data_dir:
@@ -270,6 +303,8 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     config, task = run["config"], run["task"]
     ident = identity(config)
     run_root = Path(output) / "runs" / run["label"] / run["regime"] / f"seed-{run['seed']}"
+    if run.get("full_label"):  # magnitude prunes the full arm's own run (same seed), never a second copy
+        _link_magnitude_source(run_root, Path(output) / "runs" / run["full_label"] / run["regime"] / f"seed-{run['seed']}")
     log(f"{title}: fine-tuning -> {run_root / task}")
     _finetune_subprocess(config, run_root, bench)
     task_dir = run_root / task
@@ -282,8 +317,10 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     if (task_dir / "pruned").is_dir():
         pruned_metrics = _lm_eval_metrics(task_dir / "pruned", task, bench.data_dir, bench.eval_limit,
                                           task_dir / "pruned" / "lm_eval.json")
-    log(f"{title}: timing CPU eval latency")
-    latency = _latency(task_dir, task, bench, bench.data_dir)
+    latency = None
+    if bench.latency_rounds:  # 0: time later, on an idle machine (``retime_store``), e.g. after a parallel grid
+        log(f"{title}: timing CPU eval latency")
+        latency = _latency(task_dir, task, bench, bench.data_dir)
     return {
         "key": key, "task": task, "label": run["label"], "method": run["method"], "regime": run["regime"],
         "seed": run["seed"], "base_model": ident["base_model"], "hyperparameters": ident,
@@ -292,7 +329,7 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
         "accounting": record["accounting"], "train_seconds": record["train_seconds"],
         "seconds_per_step": record["seconds_per_step"], "peak_rss_bytes": record["peak_rss_bytes"],
         "train_steps": record["train_steps"], "eval_seconds": eval_seconds, "latency": latency,
-        "run_dir": str(task_dir), "versions": record["versions"], "git": record["git"],
+        "run_dir": str(task_dir.relative_to(output)),  # relative: rows never hold this machine's paths "versions": record["versions"], "git": record["git"],
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 

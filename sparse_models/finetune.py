@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -42,9 +43,12 @@ def resolve_base_model(name: str | None) -> str:
 
 
 def identity(config: FinetuneConfig) -> dict[str, Any]:
-    """What makes two runs the same run: every resolved hyperparameter and the actual base model."""
+    """What makes two runs the same run: every resolved hyperparameter and the actual base model, named
+    by name and weights sha256 (``model_identity``), never by the path it was loaded from."""
+    from .packaged import model_identity
+
     out = config.resolved()
-    out["base_model"] = resolve_base_model(config.base_model)
+    out["base_model"] = model_identity(resolve_base_model(config.base_model))
     out.pop("report_to", None)  # where logs go does not change the run
     return out
 
@@ -273,7 +277,7 @@ def run_finetune(
     if processes.is_main_process:  # only the main process prepares and writes the run folder
         prepare_output_dir(task_dir, ident, overwrite, resume)
     processes.wait_for_everyone()
-    base = ident["base_model"]
+    base = resolve_base_model(config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(base)
     set_seed(config.seed)
     model = _magnitude_model(source, hp["target_removal"]) if source else _build_model(config, hp, base)
@@ -343,7 +347,7 @@ def run_finetune(
         "regime": config.regime,
         "seed": config.seed,
         "num_labels": GLUE_TASKS[config.task].num_labels,
-        "base_model": base,
+        "base_model": ident["base_model"],
         "hyperparameters": ident,
         "model_selection": config.model_selection,
         "selection_is_optimistic": config.model_selection == "best",
@@ -373,7 +377,7 @@ def run_finetune(
         "gate_fingerprint_by_rank": gate_prints,
     }
     if source is not None:
-        record["magnitude"] = {"source": str(source), "one_shot_metrics": one_shot,
+        record["magnitude"] = {"source": os.path.relpath(source, task_dir), "one_shot_metrics": one_shot,
                                "refinetune_steps": trainer.state.global_step}
     if config.prune:
         pruned = pruned if source is not None else model.merge_and_unload()

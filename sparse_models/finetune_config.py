@@ -35,7 +35,7 @@ REGIMES = ("full", "limited")
 SELECTIONS = ("last", "best")
 #: gates 1e-2: the removal-recipe sweep (benchmarks/results/removal_sweep) found 1e-3 leaves SST-2 near chance
 #: in a short budget; the reference recipe keeps 1e-3. gates+lora keeps 1e-3 (LoRA at 1e-2 was not swept).
-DEFAULT_LR = {"full": 2e-5, "lora": 5e-4, "gates": 1e-2, "gates+lora": 1e-3, "magnitude": 2e-5}
+DEFAULT_LR = {"full": 1e-4, "lora": 5e-4, "gates": 1e-2, "gates+lora": 1e-3, "magnitude": 1e-4}
 DEFAULT_WEIGHT_DECAY = {"full": 0.01, "lora": 0.0, "gates": 0.0, "gates+lora": 0.0, "magnitude": 0.01}
 LORA_DEFAULTS = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1}
 RECIPES = ("removal", "reference")
@@ -75,7 +75,7 @@ class FinetuneConfig:
     train_limit: int | None = None  # None: LIMITED_TRAIN_ROWS in the limited regime
     learning_rate: float | None = None
     weight_decay: float | None = None
-    epochs: float = 3.0
+    epochs: float = 5.0
     max_steps: int | None = None
     batch_size: int | None = None  # None: 32 (16 for the reference recipe)
     eval_batch_size: int = 64

