@@ -39,12 +39,13 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_config(args: argparse.Namespace):
-    from glue_sparse_tasks.bench import BenchConfig
+    from glue_sparse_tasks.bench import GRID_OVERRIDES, BenchConfig
 
     raw: dict = {}
     if args.config:
         raw = BenchConfig.load(args.config).to_dict()
-        raw["methods"] = [{"method": m["method"], "label": m["label"], **m["options"]} for m in raw["methods"]]
+        raw["methods"] = [{"method": m["method"], "label": m["label"], **m["options"],
+                           **{k: m[k] for k in GRID_OVERRIDES if m.get(k) is not None}} for m in raw["methods"]]
     for name, cast in (("tasks", str), ("methods", str), ("regimes", str), ("seeds", int)):
         value = getattr(args, name)
         if value:
