@@ -27,6 +27,7 @@ LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "
 
 #: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
 GRID_OVERRIDES = ("seeds", "regimes", "tasks")
+LATENCY_TIMINGS = ("cell", "after")
 
 
 class BenchConfigError(UserInputError):
@@ -60,6 +61,7 @@ class BenchConfig:
     latency_docs: int = 256
     latency_batch_size: int = 32
     latency_rounds: int = 3
+    latency_timing: str = "cell"  # "after": time every model once the grid is done, one at a time (parallel grids)
     data_dir: str | None = None
     use_hub: bool = True
     cpus_per_cell: float = 1.0  # Ray resources of one grid cell (executor "ray")
@@ -105,6 +107,9 @@ class BenchConfig:
         return cls.from_dict(raw, str(path))
 
     def validate(self, source: str = "bench config") -> None:
+        if self.latency_timing not in LATENCY_TIMINGS:
+            raise BenchConfigError(f"{source}: latency_timing must be one of {LATENCY_TIMINGS}, got "
+                                   f"{self.latency_timing!r}")
         cells = [(m.label, r) for m in self.methods for r in (m.regimes or self.regimes)]
         if len(set(cells)) != len(cells):
             raise BenchConfigError(f"{source}: method labels must be unique within a regime, got {cells}")
@@ -232,6 +237,32 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     return out
 
 
+def _chance(task: str, bench: BenchConfig) -> float:
+    """The majority-class score (0 for correlations) on the validation set the row was scored on."""
+    from glue_sparse_tasks.data import load_glue_rows
+    from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
+    from glue_sparse_tasks.scoring import chance_score
+
+    rows, _ = load_glue_rows(task, POOLED_SPLIT if task == "mnli" else "validation", bench.data_dir,
+                             use_hub=bench.use_hub)
+    return chance_score(task, [r["label"] for r in rows])
+
+
+def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, store: Path, log=print) -> None:
+    """Fill what a parallel grid defers: latency (timed here, one model at a time, so concurrent cells
+    cannot disturb it) and the chance score of rows written before rows carried one. Rewrites the
+    store after each row, so an interruption keeps what was timed."""
+    for row in rows:
+        changed = False
+        if "chance" not in row:
+            row["chance"], changed = _chance(row["task"], bench), True
+        if row.get("latency") is None and bench.latency_rounds:
+            log(f"{row['task']} · {row['label']} · {row['regime']} · seed {row['seed']}: timing CPU eval latency")
+            row["latency"], changed = _latency(output / row["run_dir"], row["task"], bench, bench.data_dir), True
+        if changed:
+            write_store(store, rows)
+
+
 def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
     """Point ``<run_root>/magnitude-source`` at the full arm's seed folder: the magnitude fine-tune then
     finds its identical full run finished there (identities are compared, so a different one is an
@@ -318,7 +349,7 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
         pruned_metrics = _lm_eval_metrics(task_dir / "pruned", task, bench.data_dir, bench.eval_limit,
                                           task_dir / "pruned" / "lm_eval.json")
     latency = None
-    if bench.latency_rounds:  # 0: time later, on an idle machine (``retime_store``), e.g. after a parallel grid
+    if bench.latency_timing == "cell" and bench.latency_rounds:
         log(f"{title}: timing CPU eval latency")
         latency = _latency(task_dir, task, bench, bench.data_dir)
     return {
@@ -329,6 +360,7 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
         "accounting": record["accounting"], "train_seconds": record["train_seconds"],
         "seconds_per_step": record["seconds_per_step"], "peak_rss_bytes": record["peak_rss_bytes"],
         "train_steps": record["train_steps"], "eval_seconds": eval_seconds, "latency": latency,
+        "chance": _chance(task, bench), "device": record.get("device"),
         "run_dir": str(task_dir.relative_to(output)),  # relative: rows never hold this machine's paths "versions": record["versions"], "git": record["git"],
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -381,6 +413,8 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
                 finished(title, None, exc)
                 continue
             finished(title, row, None)
+    if not failures:
+        complete_rows(rows, bench, output, store, log)
     if failures:
         raise RuntimeError(f"{len(failures)} cell(s) failed; the others are in {store} (rerun to retry): "
                            + "; ".join(failures))

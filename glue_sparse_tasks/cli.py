@@ -12,6 +12,7 @@ import sys
 import traceback
 from collections import Counter
 
+from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS, POOLED_SPLIT
 
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = any(a in ("-v", "--verbose") for a in argv)
     argv = [a for a in argv if a not in ("-v", "--verbose")]
+    configure_console(verbose)
     try:
         if argv[:1] == ["eval"]:
             return cmd_eval(argv[1:])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import shutil
 import time
@@ -226,7 +227,11 @@ def run_finetune(
 
     from .accounting import parameter_accounting
     from .removal import gate_fingerprint
-    from .trainer import SparseGatesTrainer, glue_compute_metrics
+    from transformers.trainer_callback import ProgressCallback
+
+    from glue_sparse_tasks.console import is_verbose
+
+    from .trainer import QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
 
     hp = config.resolved()
     task_dir = Path(output_dir) / config.task
@@ -293,6 +298,9 @@ def run_finetune(
         gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp, processes.num_processes)),
         masks_fixed=source is not None,
     )
+    if not is_verbose():
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(QuietProgressCallback)
     one_shot = None
     if source is not None and state == "fresh":
         one_shot = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
@@ -306,7 +314,7 @@ def run_finetune(
         checkpoints = task_dir / CHECKPOINTS
         last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
         if last is None:
-            print(f"{task_dir}: stopped before its first checkpoint; starting it again", flush=True)
+            logging.getLogger("glue_sparse").info(f"{task_dir}: stopped before its first checkpoint; starting it again")
         else:
             start_step = int(Path(last).name.split("-")[-1])
     started = time.perf_counter()
@@ -406,9 +414,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-hub", dest="hub", action="store_false")
     args = parser.parse_args(argv)
+    from glue_sparse_tasks.console import configure_console
+
+    configure_console()  # as the command that started this worker was configured (-v or not)
     record = run_finetune(FinetuneConfig(**json.loads(args.config)), args.output, data_dir=args.data_dir,
                           resume=args.resume, use_hub=args.hub)
-    print(json.dumps({"status": record["status"], "task": record["task"]}))
     return 0 if record["status"] == "complete" else 3
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
@@ -108,6 +109,22 @@ class RemovalCallback(TrainerCallback):
         track_importance(self.trainer.model, on=False)
         freeze_gates(self.trainer.model)
         self.trainer.gates_final = True
+
+
+class QuietProgressCallback(ProgressCallback):
+    """One training bar per fine-tune, with the latest loss and evaluation score in its postfix:
+    no printed log dicts and no separate evaluation bars (``-v`` keeps transformers' own callback)."""
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        return
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs:
+            shown = {k.removeprefix("eval_"): f"{v:.4g}" for k, v in logs.items()
+                     if isinstance(v, float) and (k == "loss" or (k.startswith("eval_") and "runtime" not in k
+                                                                   and "per_second" not in k))}
+            if shown:
+                self.training_bar.set_postfix(shown, refresh=False)
 
 
 class SparseGatesTrainer(Trainer):

@@ -1,0 +1,74 @@
+"""What a person sees in the terminal: our one-line status messages, one progress bar per long step,
+and no library chatter (load reports, pin-memory and deprecation warnings, per-call ``datasets.map``
+bars) unless ``-v``/``--verbose`` asks for it.
+
+Our messages go through the ``glue_sparse`` logger, so users can silence or redirect them with
+``logging``. The quiet settings are environment variables as well as in-process switches, so worker
+processes (a bench's fine-tunes, Ray tasks) inherit them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+LOGGER_NAME = "glue_sparse"
+VERBOSE_ENV = "GLUE_SPARSE_VERBOSE"
+
+#: Read by the libraries at import time; children inherit them.
+QUIET_ENV = {
+    "TRANSFORMERS_VERBOSITY": "error",
+    "DATASETS_VERBOSITY": "error",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' "Loading weights" bar follows this switch
+    "LMEVAL_LOG_LEVEL": "ERROR",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONWARNINGS": "ignore",
+    "RAY_DEDUP_LOGS": "0",
+}
+QUIET_LOGGERS = ("transformers", "datasets", "lm_eval", "lm-eval", "peft", "accelerate", "torch", "ray",
+                 "huggingface_hub", "evaluate", "filelock", "urllib3")
+
+
+def logger() -> logging.Logger:
+    return logging.getLogger(LOGGER_NAME)
+
+
+def is_verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV) == "1"
+
+
+def configure_console(verbose: bool | None = None) -> None:
+    """Set up the terminal for one command (and the processes it starts).
+
+    ``verbose=None`` keeps what the environment says (a worker started by a command that was given -v).
+    """
+    if verbose is None:
+        verbose = is_verbose()
+    os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+    ours = logger()
+    if not ours.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        ours.addHandler(handler)
+        ours.propagate = False
+    ours.setLevel(logging.DEBUG if verbose else logging.INFO)
+    if verbose:
+        return
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if "transformers" in sys.modules:  # already imported: its verbosity was read, set it directly
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
+        datasets.utils.logging.set_verbosity_error()
