@@ -34,7 +34,7 @@ def main() -> None:
     for task in ("rte", "sst2"):
         for method in METHODS:
             out = Path(args.runs) / method
-            cmd = [sys.executable, "-m", "glue_sparse_tasks.cli", "finetune", "--tasks", task, "--method", method,
+            cmd = [sys.executable, "-m", "glue_sparse.cli.main", "finetune", "--tasks", task, "--method", method,
                    "--regime", "limited", "--seeds", str(args.seed), "--epochs", str(epochs[task]),
                    "--output", str(out), "--data-dir", args.data_dir, "--no-hub", "--resume"]
             print("$", " ".join(cmd), flush=True)
@@ -42,13 +42,13 @@ def main() -> None:
             records.append(json.loads((out / task / "run.json").read_text()))
     rows = []
     for r in records:
-        acc = r["accounting"]
+        accounting = r["accounting"]
         rows.append({
             "task": r["task"], "method": r["method"], "epochs": r["hyperparameters"]["epochs"],
             "train_rows": r["data"]["train"]["rows"], "metric": r["primary_metric"], "score": r["final_score"],
-            "trainable_parameters": acc["trainable_parameters"], "dense_parameters": acc["dense_parameters"],
-            "removed_share_of_gated": acc["removed_share_of_gated"],
-            "removed_share_of_total": acc["removed_share_of_total"],
+            "trainable_parameters": accounting["trainable_parameters"], "dense_parameters": accounting["dense_parameters"],
+            "removed_share_of_gated": accounting["removed_share_of_gated"],
+            "removed_share_of_total": accounting["removed_share_of_total"],
             "seconds_per_step": r["seconds_per_step"], "train_steps": r["train_steps"],
             "peak_rss_mb": r["peak_rss_bytes"] / 2**20, "saved_mb": r["saved_bytes"] / 2**20,
             "threads": r["threads"], "git": r["git"],
@@ -59,7 +59,7 @@ def main() -> None:
         f"{args.seed}, CPU ({rows[0]['threads']} threads)",
         "",
         f"RTE {args.epochs_rte:g} epochs, SST-2 {args.epochs_sst2:g} epoch(s); batch 32, max length 128, "
-        "method defaults from `sparse_models/finetune_config.py`; last-epoch model; validation set.",
+        "method defaults from `glue_sparse/experiments/finetune_config.py`; last-epoch model; validation set.",
         "",
         "| task | method | metric | score | trainable | removed (gated) | removed (total) | s/step | peak RSS MB |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",

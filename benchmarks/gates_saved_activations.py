@@ -14,8 +14,8 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForSequenceClassification
 
+from glue_sparse.experiments.packaged import minilm_path
 from sparse_models import SparseGatesConfig
-from sparse_models.packaged import minilm_path
 
 
 def saved_mib(kind: str, batch: dict[str, torch.Tensor], lean: bool = True) -> float:

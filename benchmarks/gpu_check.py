@@ -37,8 +37,8 @@ def check_gates_and_pruning(device: str) -> dict:
     import peft
     from transformers import BertConfig, BertForSequenceClassification, LlamaConfig, LlamaForCausalLM
 
+    from glue_sparse.experiments.speed import set_random_gate_pattern
     from sparse_models import SparseGatesConfig, parameter_accounting
-    from sparse_models.speed import set_random_gate_pattern
 
     out = {}
     torch.manual_seed(0)
@@ -61,14 +61,14 @@ def check_gates_and_pruning(device: str) -> dict:
         gated.eval()
         with torch.no_grad():
             expected = gated(input_ids=ids).logits
-        acc = parameter_accounting(gated)
+        accounting = parameter_accounting(gated)
         pruned = gated.merge_and_unload()
         with torch.no_grad():
             got = pruned(input_ids=ids).logits
         devices = {str(b.device) for b in pruned.buffers()} | {str(p.device) for p in pruned.parameters()}
         out[name] = {"bf16_train_loss_finite": bool(torch.isfinite(loss)),
                      "gate_grads_present": all(g is not None for g in grads) and len(grads) > 0,
-                     "removed_share_of_gated": acc.removed_share_of_gated,
+                     "removed_share_of_gated": accounting.removed_share_of_gated,
                      "pruned_vs_gated_max_abs_diff": float((got - expected).abs().max()),
                      "pruned_devices": sorted(devices)}
     return out
@@ -110,7 +110,7 @@ def check_lm_eval_model(device: str, folder: Path) -> dict:
     from lm_eval.api.instance import Instance
     from transformers import BertConfig, BertForSequenceClassification
 
-    from sparse_models.lm_eval_model import SparseGatedLM
+    from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
 
     tokenizer_here(folder)
     torch.manual_seed(0)
@@ -141,8 +141,8 @@ def check_pruned_speed(device: str) -> dict:
     import peft
     from transformers import BertConfig, BertForSequenceClassification
 
+    from glue_sparse.experiments.speed import calibrate_closed_fraction, time_forwards
     from sparse_models import SparseGatesConfig
-    from sparse_models.speed import calibrate_closed_fraction, time_forwards
 
     torch.manual_seed(0)
     config = BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)

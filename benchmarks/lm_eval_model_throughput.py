@@ -41,8 +41,8 @@ def through_lm_eval(folder: str, data_dir: str, batch_size: int) -> tuple[float,
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
     from glue_sparse_tasks import TASKS_DIR
-    from sparse_models.lm_eval_model import SparseGatedLM
 
     start = time.perf_counter()
     lm = SparseGatedLM(pretrained=folder, batch_size=batch_size, device="cpu", results_json=f"{folder}/eval.json")
@@ -61,8 +61,8 @@ def main() -> None:
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    from glue_sparse.experiments.packaged import minilm_path
     from glue_sparse_tasks.data import load_glue_split
-    from sparse_models.packaged import minilm_path
 
     sentences = list(load_glue_split("sst2", "validation", data_dir=args.data_dir)["sentence"])
     with tempfile.TemporaryDirectory() as folder:
@@ -72,14 +72,14 @@ def main() -> None:
         plain, harness = [], []
         for _ in range(args.repeats):
             plain.append(plain_loop(folder, sentences, args.batch_size))
-            seconds, acc = through_lm_eval(folder, args.data_dir, args.batch_size)
+            seconds, accuracy = through_lm_eval(folder, args.data_dir, args.batch_size)
             harness.append(seconds)
     p, h = statistics.median(plain), statistics.median(harness)
     n = len(sentences)
     print(f"SST-2 validation, {n} docs, batch {args.batch_size}, threads {torch.get_num_threads()}, "
           f"{args.repeats} rounds (median)")
     print(f"plain transformers loop : {p:7.2f} s  {n / p:7.1f} docs/s")
-    print(f"lm-eval --model sparse-gated: {h:7.2f} s  {n / h:7.1f} docs/s  (acc {acc:.3f}, random head)")
+    print(f"lm-eval --model sparse-gated: {h:7.2f} s  {n / h:7.1f} docs/s  (acc {accuracy:.3f}, random head)")
     print(f"throughput ratio lm-eval / plain = {p / h:.2f}  (target >= 0.80)")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from glue_sparse_tasks.cli import main
+from glue_sparse.cli.main import main
 
 if __name__ == "__main__":
     defaults = ["speed", "--removed", "0.2,0.4,0.6", "--batch-sizes", "32,1", "--batches", "8", "--rounds", "7",

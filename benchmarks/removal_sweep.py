@@ -45,8 +45,8 @@ ARMS: dict[str, dict] = {
 
 
 def _config(task: str, arm: dict, runs: Path):
-    from sparse_models.finetune import optimizer_steps
-    from sparse_models.finetune_config import FinetuneConfig
+    from glue_sparse.experiments.finetune import optimizer_steps
+    from glue_sparse.experiments.finetune_config import FinetuneConfig
     from sparse_models.removal import RemovalSchedule
 
     kw = {"task": task, "seed": 1, **BUDGETS[task], **arm}
@@ -68,9 +68,9 @@ def main() -> None:
     parser.add_argument("--tasks", default="sst2,rte")
     parser.add_argument("--arms", default=",".join(ARMS))
     args = parser.parse_args()
+    from glue_sparse.experiments.finetune import run_finetune
     from glue_sparse_tasks.atomic import write_text_atomic
     from glue_sparse_tasks.data import load_glue_split
-    from sparse_models.finetune import run_finetune
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -87,15 +87,15 @@ def main() -> None:
             started = time.perf_counter()
             record = run_finetune(config, runs / arm.replace(" ", "_"), data_dir=args.data_dir, overwrite=True,
                                   use_hub=False)
-            acc = record["accounting"]
+            accounting = record["accounting"]
             rows.append({
                 "task": task, "arm": arm, "config": ARMS[arm], "budget": BUDGETS[task],
                 "metric": record["primary_metric"], "score": record["final_score"], "chance": chance,
                 "one_shot_score": (record.get("magnitude") or {}).get("one_shot_metrics", {}) and
                 record["magnitude"]["one_shot_metrics"].get(record["primary_metric"]),
-                "removed_share_of_gated": acc["removed_share_of_gated"],
-                "removed_share_of_total": acc["removed_share_of_total"],
-                "closed_row_fraction": acc["closed_row_fraction"], "closed_col_fraction": acc["closed_col_fraction"],
+                "removed_share_of_gated": accounting["removed_share_of_gated"],
+                "removed_share_of_total": accounting["removed_share_of_total"],
+                "closed_row_fraction": accounting["closed_row_fraction"], "closed_col_fraction": accounting["closed_col_fraction"],
                 "train_steps": record["train_steps"], "gate_learning_rate": record.get("gate_learning_rate"),
                 "epoch_scores": [e.get(record["primary_metric"]) for e in record["epochs"]],
                 "wall_seconds": round(time.perf_counter() - started, 1),
@@ -103,7 +103,7 @@ def main() -> None:
             })
             write_text_atomic(store, "".join(json.dumps(r) + "\n" for r in rows))
             print(f"{task:5s} {arm:22s} score {record['final_score']:.4f} removed "
-                  f"{acc['removed_share_of_gated']:.4f}", flush=True)
+                  f"{accounting['removed_share_of_gated']:.4f}", flush=True)
     lines = ["| task | arm | score | chance | removed % gated / total | closed rows / cols % | steps | gate lr |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:

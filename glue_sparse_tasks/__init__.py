@@ -1,14 +1,15 @@
-"""GLUE tasks for lm-evaluation-harness, the offline-first GLUE data layer and GLUE scoring.
+"""Layer 1, GLUE evaluation: task facts, the offline-first GLUE data layer, corpora, scoring (the one
+source of every GLUE number), the lm-eval task YAMLs and the start-up hook that registers them. It
+never imports the method (``sparse_models``) or anything above it.
 
 This module stays import-light: a start-up hook imports it in every Python process, so heavy
-names (``datasets``, scoring) load lazily on first use.
+names (``datasets``, scoring) load lazily on first use (``_LAZY``; the one deferred import of our
+own modules in this layer, for start-up cost).
 """
 
 from __future__ import annotations
 
 import os
-
-__version__ = "0.1.0"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))  # os.path, not pathlib: keeps start-up cheap
 
@@ -43,6 +44,10 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "__version__":  # the version is written once, in pyproject.toml
+        from importlib.metadata import version
+
+        return version("glue-sparse")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

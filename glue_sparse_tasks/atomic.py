@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from glue_sparse_tasks.errors import UserInputError
+
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
@@ -38,7 +40,6 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
 def check_writable(folder: str | os.PathLike, flag: str = "--output") -> None:
     """Fail now, naming the flag and folder, if ``folder`` (or its nearest existing parent) cannot take
     files: long jobs check this before they load a model, not when they finally write."""
-    from glue_sparse_tasks.errors import UserInputError
 
     folder = Path(folder)
     existing = folder

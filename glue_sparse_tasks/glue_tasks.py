@@ -91,3 +91,9 @@ def check_split(task: GlueTask, split: str) -> None:
             f"unknown split {split!r} for GLUE task {task.name!r}; valid splits are: "
             f"{', '.join(task.splits)}"
         )
+
+
+def evaluation_split(task: str) -> str:
+    """The split a task is scored on, everywhere (fine-tuning, the bench, lm-eval): ``validation``;
+    for MNLI that is the pooled matched + mismatched set (``POOLED_SPLIT``)."""
+    return POOLED_SPLIT if task == "mnli" else "validation"

@@ -16,10 +16,16 @@ from __future__ import annotations
 import os
 import sys
 
-MODELS: dict[str, str] = {
-    "sparse-gated": "sparse_models.lm_eval_model:SparseGatedLM",
-}
-"""lm-eval model names we provide, as lazy ``module:attr`` targets."""
+ENTRY_POINT_GROUP = "lm_eval.models"
+
+
+def our_models() -> dict[str, str]:
+    """lm-eval model names we provide, as lazy ``module:attr`` targets, read from this distribution's
+    ``lm_eval.models`` entry points (pyproject.toml: the one place the registration is written)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.dist is not None and ep.dist.name == "glue-sparse"}
 
 
 def register_models(_module=None) -> None:
@@ -29,7 +35,7 @@ def register_models(_module=None) -> None:
     import lm_eval.models  # noqa: F401  (built-ins first, see module docstring)
     from lm_eval.api.registry import model_registry
 
-    for name, target in MODELS.items():
+    for name, target in our_models().items():
         module_name = target.partition(":")[0]
         if name not in model_registry and importlib.util.find_spec(module_name) is not None:
             model_registry.register(name, target=target)

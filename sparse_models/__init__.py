@@ -1,4 +1,7 @@
-"""FineGates-style sparse gates as a PEFT method, pruned model classes, accounting and the lm-eval model.
+"""Layer 2, the method core: FineGates-style sparse gates as a PEFT method (``SparseGatesConfig``,
+``SparseGatesModel``: the *adapter*), the physically pruned model classes (``SparsePruned*``: what
+``merge_and_unload()`` returns), the pruning plan, the removal schedule, the trainer that runs it,
+and parameter accounting. It builds on the GLUE evaluation layer only (for task facts and scoring).
 
 ``import sparse_models`` registers the ``sparse_gates`` PEFT method and the ``sparse_gated`` model
 type with the transformers Auto classes.
@@ -6,30 +9,48 @@ type with the transformers Auto classes.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .accounting import ParameterAccounting, parameter_accounting
-from .configuration_sparse_gated import SparseGatedConfig
-from .modeling_sparse_gated import (
-    SparseGatedForCausalLM,
-    SparseGatedForSequenceClassification,
-    SparseGatedModel,
-    SparseGatedPreTrainedModel,
+import glue_sparse_tasks
+from sparse_models.accounting import ParameterAccounting, parameter_accounting
+from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
+from sparse_models.modeling_sparse_pruned import (
+    SparsePrunedForCausalLM,
+    SparsePrunedForSequenceClassification,
+    SparsePrunedModel,
+    SparsePrunedPreTrainedModel,
 )
-from .pruned_linear import PrunedLinear
-from .pruning import plan_pruning
-from .sparse_gates import SparseGatesConfig, SparseGatesModel
+from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.sparse_gates import SparseGatesConfig, SparseGatesModel
+from sparse_models.sparse_gates.pruning import plan_pruning
 
 __all__ = [
     "ParameterAccounting",
     "PrunedLinear",
-    "SparseGatedConfig",
-    "SparseGatedForCausalLM",
-    "SparseGatedForSequenceClassification",
-    "SparseGatedModel",
-    "SparseGatedPreTrainedModel",
     "SparseGatesConfig",
     "SparseGatesModel",
+    "SparsePrunedConfig",
+    "SparsePrunedForCausalLM",
+    "SparsePrunedForSequenceClassification",
+    "SparsePrunedModel",
+    "SparsePrunedPreTrainedModel",
     "parameter_accounting",
     "plan_pruning",
 ]
+
+#: Names of the pruned classes before they were told apart from the adapter (``SparseGates*``) by
+#: more than one letter. Still importable, not exported; saved configs naming them still load (the
+#: Auto classes go by ``model_type``, which did not change).
+RENAMED = {
+    "SparseGatedConfig": "SparsePrunedConfig",
+    "SparseGatedPreTrainedModel": "SparsePrunedPreTrainedModel",
+    "SparseGatedModel": "SparsePrunedModel",
+    "SparseGatedForSequenceClassification": "SparsePrunedForSequenceClassification",
+    "SparseGatedForCausalLM": "SparsePrunedForCausalLM",
+}
+
+
+def __getattr__(name: str):
+    if name in RENAMED:
+        return globals()[RENAMED[name]]
+    if name == "__version__":  # written once, in pyproject.toml
+        return glue_sparse_tasks.__version__
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,10 +7,13 @@ from typing import Any, Mapping
 
 from torch import nn
 
+from sparse_models.modeling_sparse_pruned import SparsePrunedPreTrainedModel
+from sparse_models.modules import unwrap_gated_model
+from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, SparseGatesLayer
+from sparse_models.sparse_gates.model import trained_parameter_count
+from sparse_models.sparse_gates.pruning import plan_pruning
+
 __all__ = ["ParameterAccounting", "parameter_accounting"]
-
-_ADAPTER_MARKERS = ("sparse_gates_", "lora_", ".modules_to_save.")
-
 
 @dataclass(frozen=True)
 class ParameterAccounting:
@@ -97,44 +100,22 @@ def _dense_parameter_count(model: nn.Module) -> int:
     seen: set[int] = set()
     total = 0
     for name, param in model.named_parameters(remove_duplicate=False):
-        if id(param) in seen or any(marker in name for marker in _ADAPTER_MARKERS):
+        if id(param) in seen or any(marker in name for marker in ADAPTER_MARKERS):
             continue
         seen.add(id(param))
         total += param.numel()
     return total
 
 
-def trained_parameter_count(model: nn.Module) -> int:
-    """What a gates (or gates+LoRA) adapter trains and saves, counted from the structure, so a
-    reloaded inference adapter (everything frozen) reports the same number as during training:
-    gate logits, LoRA matrices, PEFT's head copies, and the biases its ``bias`` rule trains."""
-    from .pruning import unwrap_gated_model
-    from .sparse_gates.layer import SparseGatesLayer
-
-    inner = unwrap_gated_model(model)
-    configs = getattr(inner, "peft_config", None) or getattr(model, "peft_config", {}) or {}
-    bias_rule = next(iter(configs.values())).bias if configs else "sparse_gates_only"
-    total = sum(p.numel() for n, p in inner.named_parameters() if any(m in n for m in _ADAPTER_MARKERS))
-    if bias_rule == "sparse_gates_only":
-        total += sum(m.bias.numel() for m in inner.modules() if isinstance(m, SparseGatesLayer) and m.bias is not None)
-    elif bias_rule == "all":
-        total += sum(p.numel() for n, p in inner.named_parameters()
-                     if n.endswith("bias") and not any(m in n for m in _ADAPTER_MARKERS))
-    return total
-
-
 def parameter_accounting(model: nn.Module, trainable_parameters: int | None = None) -> ParameterAccounting:
-    """Accounting for a gated PEFT model, a pruned ``SparseGated*`` model or any plain model.
+    """Accounting for a gated PEFT model, a pruned ``SparsePruned*`` model or any plain model.
 
     For a gated model the removal is what ``merge_and_unload()`` would remove (same plan). For a
     pruned model it is read from its config. ``trainable_parameters`` overrides the count of
     parameters with ``requires_grad`` (a pruned model records the count from its training run).
     """
-    from .modeling_sparse_gated import SparseGatedPreTrainedModel
-    from .pruning import plan_pruning, unwrap_gated_model
-    from .sparse_gates.layer import SparseGatesLayer
 
-    if isinstance(model, SparseGatedPreTrainedModel):
+    if isinstance(model, SparsePrunedPreTrainedModel):
         config = model.config
         trainable = trainable_parameters if trainable_parameters is not None else config.trainable_parameters
         return _from_records(config.pruned_modules, config.dense_parameters, trainable, config.gate_counts)

@@ -1,4 +1,4 @@
-"""Finding and loading classifier checkpoints: plain HF, pruned ``SparseGated*``, or a gates adapter.
+"""Finding and loading classifier checkpoints: plain HF, pruned ``SparsePruned*``, or a gates adapter.
 
 ``pretrained`` may be one checkpoint (used for the task it was trained on) or a run directory with
 one checkpoint per GLUE task (``<dir>/<task>/``, as ``glue-sparse finetune`` writes it).
@@ -15,6 +15,7 @@ from typing import Any
 
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
 
 RUN_FILE = "run.json"
 PRUNED_SUBDIR = "pruned"
@@ -91,7 +92,7 @@ def describe_checkpoint(path: str | os.PathLike) -> Checkpoint:
     config = _read_json(path / "config.json")
     task = task or (config.get("finetuning_task") if config.get("finetuning_task") in GLUE_TASKS else None)
     num_labels = config.get("num_labels") or len(config.get("id2label") or {}) or None
-    kind = "pruned" if config.get("model_type") == "sparse_gated" else "hf"
+    kind = "pruned" if config.get("model_type") == SparsePrunedConfig.model_type else "hf"
     return Checkpoint(str(path), kind, task, num_labels)
 
 
@@ -159,7 +160,6 @@ def load_classifier(ckpt: Checkpoint, dtype: Any, device: str, base: str | None 
     """(model in eval mode on ``device``, tokenizer) for one checkpoint of any kind."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    import sparse_models  # noqa: F401  (registers sparse_gated and the PEFT method)
 
     path = Path(ckpt.path)
     tokenizer_source = tokenizer

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import gates
-from .accounting import parameter_accounting
-from .pruning import unwrap_gated_model
-from .sparse_gates.layer import SparseGatesLayer
+from sparse_models import gates
+from sparse_models.accounting import parameter_accounting
+from sparse_models.modules import unwrap_gated_model
+from sparse_models.sparse_gates.layer import SparseGatesLayer
 
 __all__ = [
     "CLOSED_LOGIT",

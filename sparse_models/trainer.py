@@ -6,9 +6,8 @@ checkpoint resume, length-grouped sampling) is the Trainer's own.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -19,8 +18,8 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from glue_sparse_tasks import scoring
-
-from .removal import (
+from sparse_models.accounting import parameter_accounting
+from sparse_models.removal import (
     RemovalSchedule,
     all_ranks_importance,
     close_lowest,
@@ -30,13 +29,13 @@ from .removal import (
     load_importance_state,
     track_importance,
 )
+from sparse_models.sparse_gates import SparseGatesModel
 
 IMPORTANCE_FILE = "removal_importance.safetensors"  # saved beside each Trainer checkpoint
 
 
 def sparse_gates_tuner(model: torch.nn.Module) -> Any | None:
     """The ``SparseGatesModel`` inside a (possibly accelerate-wrapped) PEFT model, else None."""
-    from .sparse_gates import SparseGatesModel
 
     model = getattr(model, "module", model)  # DDP / accelerate wrappers
     base = getattr(model, "base_model", None)
@@ -121,8 +120,8 @@ class QuietProgressCallback(ProgressCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
             shown = {k.removeprefix("eval_"): f"{v:.4g}" for k, v in logs.items()
-                     if isinstance(v, float) and (k == "loss" or (k.startswith("eval_") and "runtime" not in k
-                                                                   and "per_second" not in k))}
+                     if isinstance(v, float) and (k == "loss" or (k.startswith("eval_") and not any(
+                         word in k for word in ("runtime", "per_second", "time", "loss"))))}
             if shown:
                 self.training_bar.set_postfix(shown, refresh=False)
 
@@ -195,10 +194,9 @@ class SparseGatesTrainer(Trainer):
             self._sparsity_sum, self._sparsity_count = 0.0, 0
             tuner = sparse_gates_tuner(self.model)
             if tuner is not None:
-                from .accounting import parameter_accounting
 
-                acc = parameter_accounting(self.model)
-                logs["removed_share_of_gated"] = acc.removed_share_of_gated
+                accounting = parameter_accounting(self.model)
+                logs["removed_share_of_gated"] = accounting.removed_share_of_gated
         super().log(logs, *args, **kwargs)
 
 

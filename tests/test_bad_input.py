@@ -18,8 +18,8 @@ import time
 
 import pytest
 
+from glue_sparse.cli.main import main
 from glue_sparse_tasks import scoring
-from glue_sparse_tasks.cli import main
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.local_formats import GlueDataError
 from tests.conftest import fixture_rows, write_jsonl
@@ -152,7 +152,7 @@ def test_ctrl_c_exits_130_without_a_traceback(glue_fixture_dir, tmp_path):
 
     base = save_tiny_classifier(tmp_path / "base", 2, seed=3)
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "glue_sparse_tasks.cli", "finetune", "--tasks", "rte", "--output",
+        [sys.executable, "-u", "-m", "glue_sparse.cli.main", "finetune", "--tasks", "rte", "--output",
          str(tmp_path / "o"), "--data-dir", str(glue_fixture_dir), "--no-hub", "--model", str(base),
          "--epochs", "200", "--batch-size", "2", "--max-length", "16"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -190,7 +190,7 @@ def test_perplexity_with_an_incomplete_adapter_is_one_line(tmp_path, capsys):
 def test_galore_perplexity_of_empty_documents_is_a_clear_error(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from sparse_models.perplexity import PerplexityError, galore_perplexity
+    from glue_sparse.experiments.perplexity import PerplexityError, galore_perplexity
     from tests.tiny_models import save_tiny_llama_with_tokenizer
 
     folder = save_tiny_llama_with_tokenizer(tmp_path / "llama", ["some text for a vocabulary"] * 4)

@@ -8,10 +8,10 @@ import statistics
 import pytest
 from transformers import TrainerCallback
 
+from glue_sparse.experiments.bench import BenchConfig, BenchConfigError, read_store, run_bench
+from glue_sparse.experiments.finetune import run_finetune
+from glue_sparse.experiments.report import summarise, targets, write_report
 from glue_sparse_tasks import scoring
-from glue_sparse_tasks.bench import BenchConfig, BenchConfigError, read_store, run_bench
-from glue_sparse_tasks.report import summarise, targets, write_report
-from sparse_models.finetune import run_finetune
 from tests.tiny_models import save_tiny_classifier
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -146,8 +146,8 @@ def test_bad_bench_configs_name_the_field(tmp_path):
 
 
 def test_bench_flags_override_the_config_file(tmp_path):
-    from glue_sparse_tasks.bench_cli import _bench_config
-    from glue_sparse_tasks.cli import build_parser
+    from glue_sparse.cli.bench import _bench_config
+    from glue_sparse.cli.main import build_parser
 
     config = tmp_path / "bench.yaml"
     config.write_text("tasks: [rte, stsb]\nmethods: [full, {method: gates, label: g6, target_removal: 0.6}]\n"
@@ -163,7 +163,7 @@ def test_bench_flags_override_the_config_file(tmp_path):
 
 
 def test_report_cli_prints_the_table(finished, tmp_path, capsys):
-    from glue_sparse_tasks.cli import main
+    from glue_sparse.cli.main import main
 
     _, store, _ = finished
     assert main(["report", "--results", str(store), "--out", str(tmp_path)]) == 0

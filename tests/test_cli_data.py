@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from glue_sparse_tasks.cli import main
+from glue_sparse.cli.main import main
 
 
 def test_data_command_marks_missing(glue_fixture_dir, capsys):

@@ -8,8 +8,8 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import fixture_rows, write_jsonl, write_qqp_tsv
+
 from glue_sparse_tasks.data import (
     DATA_DIR_ENV,
     LIMITED_TRAIN_ROWS,

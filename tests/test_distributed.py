@@ -18,8 +18,8 @@ import sys
 
 import pytest
 
-from sparse_models.finetune import run_finetune
-from sparse_models.finetune_config import FinetuneConfig
+from glue_sparse.experiments.finetune import run_finetune
+from glue_sparse.experiments.finetune_config import FinetuneConfig
 from tests.tiny_models import save_tiny_classifier
 
 
@@ -37,7 +37,7 @@ def tiny_base(tmp_path_factory):
 def test_torchrun_two_cpu_processes_write_one_run_with_identical_gates(tiny_base, glue_fixture_dir, tmp_path):
     out = tmp_path / "two"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-           "-m", "glue_sparse_tasks.cli", "finetune", "--tasks", "rte", "--method", "gates", "--model", tiny_base,
+           "-m", "glue_sparse.cli.main", "finetune", "--tasks", "rte", "--method", "gates", "--model", tiny_base,
            "--train-limit", "32", "--epochs", "2", "--batch-size", "4", "--max-length", "32", "--eval-batch-size",
            "16", "--output", str(out), "--data-dir", str(glue_fixture_dir), "--no-hub"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from sparse_models.finetune import OutputDirError, run_finetune
-from sparse_models.finetune_config import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
+from glue_sparse.experiments.finetune import OutputDirError, run_finetune
+from glue_sparse.experiments.finetune_config import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
 from tests.tiny_models import save_tiny_classifier
 
 RUN_FIELDS = {

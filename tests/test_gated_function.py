@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from peft import get_peft_model
+from tiny_models import set_gate_pattern, tiny_bert
 
 from sparse_models import SparseGatesConfig
 from sparse_models.sparse_gates.functional import gated_frozen_linear
-from tiny_models import set_gate_pattern, tiny_bert
 
 
 def _inputs(dtype=torch.float32, bias=True, seed=0):

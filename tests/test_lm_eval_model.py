@@ -12,12 +12,12 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM, resolve_device, two_point_logprobs
+from glue_sparse_tasks import scoring
 from glue_sparse_tasks.data import load_glue_split
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
-from glue_sparse_tasks import scoring
 from sparse_models import SparseGatesConfig
 from sparse_models.checkpoints import CheckpointError
-from sparse_models.lm_eval_model import SparseGatedLM, resolve_device, two_point_logprobs
 from tests.lm_eval_helpers import run_tasks
 from tests.test_lm_eval_tasks import _cli_env
 from tests.tiny_models import save_tiny_classifier, set_gate_pattern

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lm_eval_helpers import OracleLM, answer, run_tasks
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.glue_tasks import GLUE8
 from glue_sparse_tasks.tasks.utils import TASK_METRICS
-from lm_eval_helpers import OracleLM, answer, run_tasks
 
 GROUP = list(GLUE8)
 EXTRA = ["mnli_matched", "mnli_mismatched", "wnli"]
@@ -64,8 +64,8 @@ def test_flipped_answers_match_sklearn_and_scipy(glue_fixture_dir):
             expected = {"pearson": pearsonr(pred, gold)[0], "spearman": spearmanr(pred, gold)[0]}
             expected["glue_score"] = expected["pearson"]
         else:
-            acc = accuracy_score(gold, pred)
-            expected = {"acc": acc, "glue_score": acc}
+            accuracy = accuracy_score(gold, pred)
+            expected = {"acc": accuracy, "glue_score": accuracy}
             if task == "cola":
                 expected["mcc"] = expected["glue_score"] = matthews_corrcoef(gold, pred)
             if task in ("mrpc", "qqp"):

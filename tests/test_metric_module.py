@@ -6,12 +6,12 @@ import math
 
 import evaluate
 import pytest
+from conftest import REPO
 from sklearn.metrics import accuracy_score, matthews_corrcoef
+from test_scoring import _rows
 
 import glue_sparse_tasks
-from conftest import REPO
 from glue_sparse_tasks import scoring
-from test_scoring import _rows
 
 
 @pytest.fixture(scope="module")

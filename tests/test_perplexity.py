@@ -12,11 +12,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from glue_sparse.experiments.perplexity import PerplexityError, galore_perplexity, sparsegpt_perplexity
+from glue_sparse.experiments.posttrain import posttrain_gates
 from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.text_corpora import load_c4_texts, split_wikitext_pages
 from sparse_models import SparseGatesConfig
-from sparse_models.perplexity import PerplexityError, galore_perplexity, sparsegpt_perplexity
-from sparse_models.posttrain import posttrain_gates
 from tests.lm_eval_helpers import TASKS_DIR
 from tests.tiny_models import save_tiny_llama_with_tokenizer, set_gate_pattern
 
@@ -149,7 +149,7 @@ def test_posttraining_with_a_target_removal_removes_that_share(tiny_llama, tmp_p
 
 
 def test_perplexity_and_posttrain_commands(tiny_llama, c4_dir, tmp_path):
-    from glue_sparse_tasks.cli import main
+    from glue_sparse.cli.main import main
 
     out = tmp_path / "ppl.json"
     assert main(["perplexity", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",

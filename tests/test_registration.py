@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from glue_sparse_tasks import TASKS_DIR
 
 
@@ -63,7 +63,7 @@ def test_wheel_ships_metric_hook_and_tasks(tmp_path):
         assert required in names, required
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "[lm_eval.models]" in entry_points and "glue-sparse = glue_sparse_tasks.cli:main" in entry_points
+    assert "[lm_eval.models]" in entry_points and "glue-sparse = glue_sparse.cli.main:main" in entry_points
     # The installed layout resolves the metric inside the package and loads it offline.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -10,9 +10,9 @@ import peft
 import pytest
 import torch
 
+from glue_sparse.experiments.finetune import run_finetune
+from glue_sparse.experiments.finetune_config import FinetuneConfig, FinetuneConfigError
 from sparse_models import SparseGatesConfig, parameter_accounting
-from sparse_models.finetune import run_finetune
-from sparse_models.finetune_config import FinetuneConfig, FinetuneConfigError
 from sparse_models.removal import RemovalSchedule, close_lowest, gate_logits, magnitude_scores
 from tests.tiny_models import BUILDERS, TASK_TYPES, save_tiny_classifier
 

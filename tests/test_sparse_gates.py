@@ -15,16 +15,16 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 import sparse_models
 from sparse_models import (
     PrunedLinear,
-    SparseGatedForCausalLM,
-    SparseGatedForSequenceClassification,
     SparseGatesConfig,
+    SparsePrunedForCausalLM,
+    SparsePrunedForSequenceClassification,
     gates,
     parameter_accounting,
 )
 from tests.tiny_models import BUILDERS, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
 
 AUTO = {"SEQ_CLS": AutoModelForSequenceClassification, "CAUSAL_LM": AutoModelForCausalLM}
-PRUNED_CLASS = {"SEQ_CLS": SparseGatedForSequenceClassification, "CAUSAL_LM": SparseGatedForCausalLM}
+PRUNED_CLASS = {"SEQ_CLS": SparsePrunedForSequenceClassification, "CAUSAL_LM": SparsePrunedForCausalLM}
 
 
 def _inputs(batch: int = 3, length: int = 9, seed: int = 0) -> dict:
@@ -104,34 +104,34 @@ def test_accounting_by_hand():
         query = model.get_submodule("base_model.model.bert.encoder.layer.1.attention.self.query")
         query.sparse_gates_row["default"][:4] = -3.0  # 4 of 32 rows
         query.sparse_gates_row["default"][4:8] = -0.2  # fractional: stays
-    acc = parameter_accounting(model)
+    accounting = parameter_accounting(model)
     dense = sum(p.numel() for p in tiny_bert().parameters())
-    assert acc.dense_parameters == dense
-    assert acc.gated_modules == 2
-    assert acc.gated_weights == 64 * 32 + 32 * 32
+    assert accounting.dense_parameters == dense
+    assert accounting.gated_modules == 2
+    assert accounting.gated_weights == 64 * 32 + 32 * 32
     removed_ffn_in = 64 * 32 - 48 * 24
     removed_query = 32 * 32 - 28 * 32
     removed_ffn_out = 32 * 64 - 32 * 48  # chain: the closed FFN rows take output.dense columns along
     removed_key = 4 * 32  # chain: a query dimension that is closed makes the same key dimension dead
-    assert acc.removed_gated_weights == removed_ffn_in + removed_query
-    assert acc.removed_weights == removed_ffn_in + removed_query + removed_ffn_out + removed_key
-    assert acc.removed_parameters == acc.removed_weights + 16 + 4 + 4  # biases of closed rows
-    assert acc.remaining_parameters == dense - acc.removed_parameters
-    assert acc.closed_rows == 20 and acc.total_rows == 64 + 32
-    assert acc.closed_cols == 8 and acc.total_cols == 32 + 32
-    assert acc.closed_row_fraction == pytest.approx(20 / 96)
-    assert acc.removed_share_of_gated == pytest.approx((removed_ffn_in + removed_query) / (64 * 32 + 32 * 32))
-    assert acc.removed_share_of_total == pytest.approx(acc.removed_parameters / dense)
+    assert accounting.removed_gated_weights == removed_ffn_in + removed_query
+    assert accounting.removed_weights == removed_ffn_in + removed_query + removed_ffn_out + removed_key
+    assert accounting.removed_parameters == accounting.removed_weights + 16 + 4 + 4  # biases of closed rows
+    assert accounting.remaining_parameters == dense - accounting.removed_parameters
+    assert accounting.closed_rows == 20 and accounting.total_rows == 64 + 32
+    assert accounting.closed_cols == 8 and accounting.total_cols == 32 + 32
+    assert accounting.closed_row_fraction == pytest.approx(20 / 96)
+    assert accounting.removed_share_of_gated == pytest.approx((removed_ffn_in + removed_query) / (64 * 32 + 32 * 32))
+    assert accounting.removed_share_of_total == pytest.approx(accounting.removed_parameters / dense)
     trainable = 64 + 32 + 32 + 32 + 64 + 32 + 32 * 2 + 2  # gates, gated biases, classifier
-    assert acc.trainable_parameters == trainable
-    assert acc.to_dict()["removed_share_of_gated"] == acc.removed_share_of_gated
+    assert accounting.trainable_parameters == trainable
+    assert accounting.to_dict()["removed_share_of_gated"] == accounting.removed_share_of_gated
 
 
 def test_plain_model_accounting_removes_nothing():
     model = tiny_bert()
-    acc = parameter_accounting(model)
-    assert acc.removed_parameters == 0 and acc.gated_weights == 0
-    assert acc.dense_parameters == acc.trainable_parameters == sum(p.numel() for p in model.parameters())
+    accounting = parameter_accounting(model)
+    assert accounting.removed_parameters == 0 and accounting.gated_weights == 0
+    assert accounting.dense_parameters == accounting.trainable_parameters == sum(p.numel() for p in model.parameters())
 
 
 def test_fully_closed_layers_stay_valid():
@@ -294,7 +294,7 @@ def test_registration_with_peft_and_auto_classes():
     from transformers import AutoConfig
 
     assert PEFT_TYPE_TO_CONFIG_MAPPING["SPARSE_GATES"] is SparseGatesConfig
-    assert AutoConfig.for_model("sparse_gated").__class__.__name__ == "SparseGatedConfig"
+    assert AutoConfig.for_model("sparse_gated").__class__.__name__ == "SparsePrunedConfig"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         import importlib

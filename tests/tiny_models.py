@@ -72,7 +72,7 @@ def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | Non
 
     from transformers import AutoTokenizer
 
-    from sparse_models.packaged import minilm_path
+    from glue_sparse.experiments.packaged import minilm_path
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     torch.manual_seed(seed)

@@ -2,10 +2,10 @@
 
 from peft.utils import register_peft_method
 
-from ._peft_type import NAME, SPARSE_GATES
-from .config import SparseGatesConfig
-from .layer import Linear, SparseGatesLayer
-from .model import SparseGatesModel
+from sparse_models.sparse_gates._peft_type import NAME, SPARSE_GATES
+from sparse_models.sparse_gates.config import SparseGatesConfig
+from sparse_models.sparse_gates.layer import Linear, SparseGatesLayer
+from sparse_models.sparse_gates.model import SparseGatesModel
 
 __all__ = ["SPARSE_GATES", "SparseGatesConfig", "SparseGatesLayer", "SparseGatesModel", "Linear"]
 

@@ -7,8 +7,8 @@ from typing import Any, Optional, Union
 
 from peft.config import PeftConfig
 
-from .. import gates
-from ._peft_type import SPARSE_GATES
+from sparse_models import gates
+from sparse_models.sparse_gates._peft_type import SPARSE_GATES
 
 BIAS_CHOICES = ("none", "sparse_gates_only", "all")
 #: Reference initialisation: logits N(1, 0.1), so every gate starts at tanh(1) + 0.5 = 1.26, on the

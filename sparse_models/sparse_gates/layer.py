@@ -10,9 +10,13 @@ from peft.tuners.tuners_utils import BaseTunerLayer, check_adapters_to_merge
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from .. import gates
-from .config import SparseGatesConfig
-from .functional import gated_frozen_linear
+from sparse_models import gates
+from sparse_models.sparse_gates.config import SparseGatesConfig
+from sparse_models.sparse_gates.functional import gated_frozen_linear
+
+ADAPTER_MARKERS = ("sparse_gates_", "lora_", ".modules_to_save.")
+"""Substrings of the names of adapter tensors (gate logits, LoRA matrices, PEFT's head copies): what an
+adapter adds to a dense model, so what dense counts leave out and adapter counts include."""
 
 
 class SparseGatesLayer(BaseTunerLayer):

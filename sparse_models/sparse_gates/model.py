@@ -11,10 +11,12 @@ from peft import LoraConfig, inject_adapter_in_model
 from peft.tuners.tuners_utils import BaseTuner, BaseTunerLayer
 from torch import nn
 
-from .. import gates
-from ..architectures import DEFAULT_TARGET_MODULES, default_target_modules
-from .config import SparseGatesConfig
-from .layer import Linear, SparseGatesLayer
+from sparse_models import gates
+from sparse_models.architectures import DEFAULT_TARGET_MODULES, default_target_modules
+from sparse_models.modules import unwrap_gated_model
+from sparse_models.sparse_gates.config import SparseGatesConfig
+from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
+from sparse_models.sparse_gates.pruning import plan_pruning, prune_dense_model
 
 
 class SparseGatesModel(BaseTuner):
@@ -22,7 +24,7 @@ class SparseGatesModel(BaseTuner):
 
     Use through PEFT: ``get_peft_model(model, SparseGatesConfig(...))``. Add
     ``peft_model.sparsity_loss()`` to the task loss while training; ``merge_and_unload()`` returns
-    the physically pruned ``SparseGated*`` model (``prune=False`` keeps the dense architecture
+    the physically pruned ``SparsePruned*`` model (``prune=False`` keeps the dense architecture
     with the gates folded in).
     """
 
@@ -177,10 +179,27 @@ class SparseGatesModel(BaseTuner):
             )
             merged.train(was_training)
             return merged
-        from ..pruning import plan_pruning, prune_dense_model
 
         plan = plan_pruning(self.model)
+        trainable = trained_parameter_count(self)  # before unloading: the adapter's own tensors
         dense = self._unload_and_optionally_merge(
             progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names
         )
-        return prune_dense_model(dense, plan)
+        return prune_dense_model(dense, plan, trainable)
+
+
+def trained_parameter_count(model: nn.Module) -> int:
+    """What a gates (or gates+LoRA) adapter trains and saves, counted from the structure, so a
+    reloaded inference adapter (everything frozen) reports the same number as during training:
+    gate logits, LoRA matrices, PEFT's head copies, and the biases its ``bias`` rule trains."""
+
+    inner = unwrap_gated_model(model)
+    configs = getattr(inner, "peft_config", None) or getattr(model, "peft_config", {}) or {}
+    bias_rule = next(iter(configs.values())).bias if configs else "sparse_gates_only"
+    total = sum(p.numel() for n, p in inner.named_parameters() if any(m in n for m in ADAPTER_MARKERS))
+    if bias_rule == "sparse_gates_only":
+        total += sum(m.bias.numel() for m in inner.modules() if isinstance(m, SparseGatesLayer) and m.bias is not None)
+    elif bias_rule == "all":
+        total += sum(p.numel() for n, p in inner.named_parameters()
+                     if n.endswith("bias") and not any(m in n for m in ADAPTER_MARKERS))
+    return total

@@ -12,18 +12,69 @@ Logits are computed in chunks of positions so memory stays bounded for large voc
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+from peft import PeftModel
 from torch import nn
 from torch.nn import functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from glue_sparse.experiments.options import option
+from glue_sparse.experiments.packaged import model_identity, smollm2_path
+from glue_sparse_tasks.atomic import check_writable, write_json_atomic
+from glue_sparse_tasks.data import fingerprint
 from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.text_corpora import load_c4_texts, load_wikitext2_pages
+from sparse_models.checkpoints import check_complete
+from sparse_models.modeling_sparse_pruned import SparsePrunedPreTrainedModel
 
 PROTOCOLS = ("sparsegpt", "galore")
+
+
+@dataclass(kw_only=True)
+class ProtocolOptions:
+    """How perplexity is measured: the corpus and both protocols' settings (published defaults)."""
+
+    corpus: str = option("c4", "c4 or wikitext2")
+    c4_path: str | None = option(None, "one C4 JSONL / JSON.gz file")
+    data_dir: str | None = option(None, "folder holding c4/ and wikitext2/ (default: $GLUE_SPARSE_DATA_DIR)")
+    hub: bool = option(True, "ask the Hugging Face Hub when the corpus is not local (--no-hub: never)")
+    protocols: str = option("sparsegpt,galore", "comma-separated: sparsegpt, galore")
+    n_samples: int = option(256, "sparsegpt windows (published: 256)")
+    seqlen: int = option(2048, "sparsegpt window length (published: 2048)")
+    docs: int = option(1100, "sparsegpt: first documents joined (published: 1100)")
+    max_length: int = option(256, "galore: tokens kept per document")
+    token_budget: int = option(10_000_000, "galore: non-pad tokens to score")
+    batch_size: int = option(8, "galore batch size")
+
+    def protocol_list(self) -> list[str]:
+        chosen = [p for p in self.protocols.split(",") if p]
+        unknown = [p for p in chosen if p not in PROTOCOLS]
+        if unknown or not chosen:
+            raise PerplexityError(f"--protocols {self.protocols!r}: known protocols are {', '.join(PROTOCOLS)}")
+        return chosen
+
+    def protocol_kwargs(self, protocol: str) -> dict[str, int]:
+        if protocol == "sparsegpt":
+            return {"n_samples": self.n_samples, "seqlen": self.seqlen, "docs": self.docs}
+        return {"max_length": self.max_length, "token_budget": self.token_budget, "batch_size": self.batch_size}
+
+
+@dataclass(kw_only=True)
+class PerplexityOptions(ProtocolOptions):
+    """``glue-sparse perplexity``: one model (optionally with an adapter, optionally pruned) scored."""
+
+    model: str | None = option(None, "causal LM folder or Hub name (default: packaged SmolLM2-135M)")
+    adapter: str | None = option(None, "a sparse-gates (or any PEFT) adapter to apply to --model")
+    prune: bool = option(False, "prune the adapter before scoring")
+    eval_docs: str = option(":", "START:END slice of the corpus documents to score (default: all)")
+    output: str | None = option(None, "write the results as JSON here (atomically)")
 
 
 class PerplexityError(UserInputError):
@@ -56,11 +107,10 @@ def causal_lm_parts(model: nn.Module) -> tuple[nn.Module, nn.Module, Any]:
     """(backbone returning hidden states, output head, config) of a causal LM, gated or pruned."""
     from peft import PeftModel
 
-    from .modeling_sparse_gated import SparseGatedPreTrainedModel
 
     if isinstance(model, PeftModel):
         model = model.get_base_model()
-    if isinstance(model, SparseGatedPreTrainedModel):
+    if isinstance(model, SparsePrunedPreTrainedModel):
         model = model.model
     return model.get_decoder(), model.get_output_embeddings(), model.config
 
@@ -97,8 +147,9 @@ def _check_seqlen(model: nn.Module, seqlen: int) -> None:
         raise PerplexityError(f"seqlen {seqlen} is longer than the model's context ({limit} positions)")
 
 
-def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str], n_samples: int = 256,
-                         seqlen: int = 2048, docs: int = 1100, device: str = "cpu",
+def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
+                         n_samples: int = ProtocolOptions.n_samples, seqlen: int = ProtocolOptions.seqlen,
+                         docs: int = ProtocolOptions.docs, device: str = "cpu",
                          data: dict | None = None, model_name: str = "") -> PerplexityResult:
     """SparseGPT-style C4 perplexity (see module docstring)."""
     _check_seqlen(model, seqlen)
@@ -124,8 +175,9 @@ def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
                             dict(data or {}), model_name, seconds)
 
 
-def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str], max_length: int = 256,
-                      token_budget: int = 10_000_000, batch_size: int = 8, device: str = "cpu",
+def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
+                      max_length: int = ProtocolOptions.max_length, token_budget: int = ProtocolOptions.token_budget,
+                      batch_size: int = ProtocolOptions.batch_size, device: str = "cpu",
                       data: dict | None = None, model_name: str = "") -> PerplexityResult:
     """GaLore/FineGates-style perplexity (see module docstring)."""
     _check_seqlen(model, max_length)
@@ -168,3 +220,64 @@ def perplexity(protocol: str, *args: Any, **kwargs: Any) -> PerplexityResult:
     if protocol == "galore":
         return galore_perplexity(*args, **kwargs)
     raise PerplexityError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+
+
+def doc_range(text: str, flag: str = "--eval-docs") -> slice:
+    """``START:END`` document indices (either end may be empty) as a slice."""
+    try:
+        lo, hi = (int(x) if x else None for x in text.split(":"))
+    except ValueError:
+        raise PerplexityError(f"{flag}: expected START:END document indices, got {text!r}") from None
+    return slice(lo, hi)
+
+
+def corpus_texts(options: ProtocolOptions) -> tuple[list[str], Any]:
+    """The corpus documents and their provenance."""
+    if options.corpus == "c4":
+        return load_c4_texts(options.data_dir, options.c4_path, use_hub=options.hub)
+    if options.corpus == "wikitext2":
+        return load_wikitext2_pages(options.data_dir, use_hub=options.hub)
+    raise PerplexityError(f"--corpus {options.corpus!r}: expected c4 or wikitext2")
+
+
+def load_causal_lm(name: str | None) -> tuple[nn.Module, Any, str]:
+    """(model, tokenizer, identity) of a causal LM; None is the packaged SmolLM2-135M."""
+    path = name or smollm2_path()
+    return (AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path),
+            model_identity(path))
+
+
+def score_protocols(model: nn.Module, tokenizer: Any, texts: Sequence[str], prov: Any, options: ProtocolOptions,
+                    name: str) -> dict[str, dict[str, Any]]:
+    """Every chosen protocol's result for one model, logged as it finishes."""
+    data = {**prov.to_dict(), "docs_in_range": len(texts), "range_sha256": fingerprint({"text": t} for t in texts)}
+    out = {}
+    for protocol in options.protocol_list():
+        result = perplexity(protocol, model, tokenizer, texts, data=data, model_name=name,
+                            **options.protocol_kwargs(protocol))
+        out[protocol] = result.to_dict()
+        logging.getLogger("glue_sparse").info(
+            f"{name:<40} {protocol:<10} ppl {result.perplexity:10.3f}  tokens {result.tokens_scored:>9,}  "
+            f"{result.tokens_per_second:8.0f} tok/s")
+    return out
+
+
+def run_perplexity(options: PerplexityOptions) -> dict[str, dict[str, Any]]:
+    """Score one model (with its adapter, pruned if asked) under the chosen protocols; write JSON if asked."""
+    options.protocol_list()
+    texts, prov = corpus_texts(options)
+    if options.output:
+        check_writable(Path(options.output).parent, "--output")
+    if options.adapter:
+        check_complete(options.adapter)  # before the model loads
+    model, tokenizer, name = load_causal_lm(options.model)
+    if options.adapter:
+        model = PeftModel.from_pretrained(model, options.adapter).eval()
+        name = f"{name} + adapter {Path(options.adapter).name}"
+        if options.prune:
+            model = model.merge_and_unload()
+            name += " (pruned)"
+    results = score_protocols(model, tokenizer, texts[doc_range(options.eval_docs)], prov, options, name)
+    if options.output:
+        write_json_atomic(options.output, results)
+    return results

@@ -28,11 +28,11 @@ from tqdm import tqdm
 
 from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from glue_sparse_tasks.lm_eval_hook import register_models
 from glue_sparse_tasks.tasks.utils import data_source
-
-from .accounting import parameter_accounting
-from .architectures import max_input_length
-from .checkpoints import (
+from sparse_models.accounting import parameter_accounting
+from sparse_models.architectures import max_input_length
+from sparse_models.checkpoints import (
     Checkpoint,
     CheckpointError,
     load_classifier,
@@ -243,10 +243,10 @@ class SparseGatedLM(LM):
         """Accounting with the trainable count that is actually known for this kind of checkpoint:
         the run's record, else the adapter's saved tensors; unknown for a plain HF checkpoint."""
         trainable = recorded_trainable_parameters(ckpt)
-        acc = parameter_accounting(model, trainable)
+        accounting = parameter_accounting(model, trainable)
         if trainable is None and ckpt.kind == "hf":
-            acc = dataclasses.replace(acc, trainable_parameters=None)
-        return acc.to_dict()
+            accounting = dataclasses.replace(accounting, trainable_parameters=None)
+        return accounting.to_dict()
 
     # ------------------------------------------------------------------ lm-eval interface
     def loglikelihood(self, requests: list, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
@@ -319,6 +319,5 @@ class SparseGatedLM(LM):
 
 def register() -> None:
     """Register ``sparse-gated`` by hand (only needed with ``GLUE_SPARSE_NO_HOOK=1``)."""
-    from glue_sparse_tasks.lm_eval_hook import register_models
 
     register_models()

@@ -1,4 +1,4 @@
-"""Pruned ``SparseGated*`` models: the original architecture with ``PrunedLinear`` layers swapped in.
+"""Pruned ``SparsePruned*`` models: the original architecture with ``PrunedLinear`` layers swapped in.
 
 The classes wrap an ordinary transformers model (``self.model``), so every architecture that can be
 gated can also be pruned, and they register with the Auto classes on ``import sparse_models``.
@@ -17,14 +17,15 @@ from transformers import (
     PreTrainedModel,
 )
 
-from .configuration_sparse_gated import SparseGatedConfig
-from .pruned_linear import PrunedLinear
+from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
+from sparse_models.modules import replace_module
+from sparse_models.pruned_linear import PrunedLinear
 
 __all__ = [
-    "SparseGatedPreTrainedModel",
-    "SparseGatedModel",
-    "SparseGatedForSequenceClassification",
-    "SparseGatedForCausalLM",
+    "SparsePrunedPreTrainedModel",
+    "SparsePrunedModel",
+    "SparsePrunedForSequenceClassification",
+    "SparsePrunedForCausalLM",
     "wrap_pruned",
 ]
 
@@ -35,16 +36,16 @@ _AUTO_FOR_HEAD = {
 }
 
 
-class SparseGatedPreTrainedModel(PreTrainedModel):
+class SparsePrunedPreTrainedModel(PreTrainedModel):
     """Common loading/saving for pruned models; ``forward`` is the inner model's."""
 
-    config_class = SparseGatedConfig
+    config_class = SparsePrunedConfig
     base_model_prefix = "model"
     head = "base"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
 
-    def __init__(self, config: SparseGatedConfig, model: nn.Module | None = None) -> None:
+    def __init__(self, config: SparsePrunedConfig, model: nn.Module | None = None) -> None:
         super().__init__(config)
         if model is None:
             model = _AUTO_FOR_HEAD[config.head].from_config(config.inner_config())
@@ -65,27 +66,26 @@ class SparseGatedPreTrainedModel(PreTrainedModel):
         return self.model(*args, **kwargs)
 
 
-class SparseGatedModel(SparseGatedPreTrainedModel):
+class SparsePrunedModel(SparsePrunedPreTrainedModel):
     head = "base"
 
 
-class SparseGatedForSequenceClassification(SparseGatedPreTrainedModel):
+class SparsePrunedForSequenceClassification(SparsePrunedPreTrainedModel):
     head = "sequence_classification"
 
 
-class SparseGatedForCausalLM(SparseGatedPreTrainedModel):
+class SparsePrunedForCausalLM(SparsePrunedPreTrainedModel):
     head = "causal_lm"
 
     def get_output_embeddings(self) -> nn.Module:
         return self.model.get_output_embeddings()
 
 
-_CLASS_FOR_HEAD = {cls.head: cls for cls in (SparseGatedModel, SparseGatedForSequenceClassification, SparseGatedForCausalLM)}
+_CLASS_FOR_HEAD = {cls.head: cls for cls in (SparsePrunedModel, SparsePrunedForSequenceClassification, SparsePrunedForCausalLM)}
 
 
 def _install_pruned_shapes(model: nn.Module, records: dict[str, dict[str, Any]]) -> None:
     """Give a freshly built model the pruned layer shapes so a checkpoint's tensors fit."""
-    from .pruning import replace_module
 
     for name, rec in records.items():
         if rec["kept_out"] == rec["out_features"] and rec["kept_in"] == rec["in_features"]:
@@ -107,10 +107,10 @@ def _head_of(model: nn.Module) -> str:
 
 def wrap_pruned(
     dense: PreTrainedModel, plan: Any, dense_parameters: int, trainable_parameters: int | None = None
-) -> SparseGatedPreTrainedModel:
-    """Wrap an already pruned transformers model in the ``SparseGated*`` class of its head."""
+) -> SparsePrunedPreTrainedModel:
+    """Wrap an already pruned transformers model in the ``SparsePruned*`` class of its head."""
     head = _head_of(dense)
-    config = SparseGatedConfig(
+    config = SparsePrunedConfig(
         base_config=dense.config.to_dict(),
         head=head,
         pruned_modules={name: p.record() for name, p in plan.modules.items()},
@@ -127,7 +127,7 @@ def wrap_pruned(
     return wrapped.eval()
 
 
-AutoConfig.register(SparseGatedConfig.model_type, SparseGatedConfig, exist_ok=True)
-AutoModel.register(SparseGatedConfig, SparseGatedModel, exist_ok=True)
-AutoModelForSequenceClassification.register(SparseGatedConfig, SparseGatedForSequenceClassification, exist_ok=True)
-AutoModelForCausalLM.register(SparseGatedConfig, SparseGatedForCausalLM, exist_ok=True)
+AutoConfig.register(SparsePrunedConfig.model_type, SparsePrunedConfig, exist_ok=True)
+AutoModel.register(SparsePrunedConfig, SparsePrunedModel, exist_ok=True)
+AutoModelForSequenceClassification.register(SparsePrunedConfig, SparsePrunedForSequenceClassification, exist_ok=True)
+AutoModelForCausalLM.register(SparsePrunedConfig, SparsePrunedForCausalLM, exist_ok=True)

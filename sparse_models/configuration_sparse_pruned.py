@@ -1,4 +1,4 @@
-"""``SparseGatedConfig``: the configuration of a physically pruned model, beside its modeling module."""
+"""``SparsePrunedConfig``: the configuration of a physically pruned model, beside its modeling module."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from transformers import AutoConfig, PretrainedConfig
 HEADS = ("sequence_classification", "causal_lm", "base")
 
 
-class SparseGatedConfig(PretrainedConfig):
+class SparsePrunedConfig(PretrainedConfig):
     """Wraps the original architecture's config and records, per pruned layer, what was kept.
 
     ``pruned_modules`` maps a module name to ``{out_features, in_features, kept_out, kept_in,
@@ -18,7 +18,7 @@ class SparseGatedConfig(PretrainedConfig):
     of a saved pruned model needs nothing but this file.
     """
 
-    model_type = "sparse_gated"
+    model_type = "sparse_gated"  # kept from before the rename, so every saved pruned checkpoint still loads
     has_no_defaults_at_init = True
 
     def __init__(
@@ -32,7 +32,7 @@ class SparseGatedConfig(PretrainedConfig):
         **kwargs: Any,
     ) -> None:
         if head not in HEADS:
-            raise ValueError(f"SparseGatedConfig.head must be one of {HEADS}, got {head!r}")
+            raise ValueError(f"SparsePrunedConfig.head must be one of {HEADS}, got {head!r}")
         self.base_config = dict(base_config or {})
         self.head = head
         self.pruned_modules = dict(pruned_modules or {})
@@ -49,6 +49,6 @@ class SparseGatedConfig(PretrainedConfig):
     def inner_config(self) -> PretrainedConfig:
         """The original architecture's config object (BERT, Llama, ...)."""
         if not self.base_config or "model_type" not in self.base_config:
-            raise ValueError("SparseGatedConfig.base_config is empty or lacks 'model_type'")
+            raise ValueError("SparsePrunedConfig.base_config is empty or lacks 'model_type'")
         base = dict(self.base_config)
         return AutoConfig.for_model(base.pop("model_type"), **base)

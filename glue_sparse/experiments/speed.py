@@ -6,16 +6,26 @@ them alike; each side's time is the median over rounds after a warm-up round tha
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
 import torch
+from peft import PeftModel, get_peft_model
 from torch import nn
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from .accounting import parameter_accounting
-from .pruned_linear import PrunedLinear
+from glue_sparse.experiments.options import option
+from glue_sparse.experiments.packaged import minilm_path, model_identity
+from glue_sparse_tasks.atomic import write_json_atomic
+from glue_sparse_tasks.data import load_glue_rows
+from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.local_formats import GlueDataError
+from sparse_models import SparseGatesConfig
+from sparse_models.accounting import parameter_accounting
+from sparse_models.pruned_linear import PrunedLinear
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
            "time_forwards", "compare_dense_pruned"]
@@ -103,15 +113,15 @@ def compare_dense_pruned(
     rounds: int = 5,
 ) -> SpeedRow:
     """One table row: latency and FLOP ratios of ``dense`` over ``pruned`` on the same batches."""
-    acc = parameter_accounting(pruned)
+    accounting = parameter_accounting(pruned)
     dense_s, pruned_s = time_forwards([dense.eval(), pruned.eval()], batches, rounds)
     shapes = [tuple(b["input_ids"].shape) for b in batches]
     dense_flops = sum(forward_flops(dense, b, l) for b, l in shapes)
     pruned_flops = sum(forward_flops(pruned, b, l) for b, l in shapes)
     return SpeedRow(
         level=level,
-        removed_share_of_gated=acc.removed_share_of_gated,
-        removed_share_of_total=acc.removed_share_of_total,
+        removed_share_of_gated=accounting.removed_share_of_gated,
+        removed_share_of_total=accounting.removed_share_of_total,
         batch_size=shapes[0][0],
         batches=len(batches),
         tokens=sum(b * l for b, l in shapes),
@@ -131,3 +141,78 @@ def tokenized_batches(tokenizer: Any, texts: Iterable[str], batch_size: int, n_b
                        return_tensors="pt"))
         for i in range(0, len(texts), batch_size)
     ]
+
+
+@dataclass(kw_only=True)
+class SpeedOptions:
+    """``glue-sparse speed``: what to prune, how to time it, where to write the rows."""
+
+    model: str | None = option(None, "encoder folder or Hub name (default: the packaged MiniLM)")
+    removed: str = option("0.2,0.4,0.6", "shares of gated weights to remove with random closed patterns")
+    adapter: list[str] = option(help="trained sparse-gates adapter folder(s) to time as well", default_factory=list)
+    batch_sizes: str = option("32,1", "batch sizes to time")
+    batches: int = option(8, "batches per timing round")
+    rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
+    threads: int = option(0, "torch CPU threads (0: torch's default)")
+    data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences")
+    output: str | None = option(None, "write the rows as JSON here (atomically)")
+
+
+SYNTHETIC_WORDS = "the film is a quiet and often funny portrait of people who".split()
+
+
+def _texts(data_dir: str | None, n: int) -> tuple[list[str], str]:
+    """SST-2 validation sentences when available (GLUE-like lengths), else synthetic ones."""
+
+    try:
+        rows, prov = load_glue_rows("sst2", "validation", data_dir, use_hub=False)
+        return [r["sentence"] for r in rows][:n], f"SST-2 validation ({prov.source})"
+    except GlueDataError:
+        texts = [" ".join(SYNTHETIC_WORDS[j % len(SYNTHETIC_WORDS)] for j in range(8 + (i * 7) % 40))
+                 for i in range(n)]
+        return texts, "synthetic sentences of 8-47 words (no SST-2 validation found)"
+
+
+def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
+    """Time dense vs pruned for random closed patterns at each removal level and for trained adapters;
+    print one line per (pattern, batch size) and write the rows if asked."""
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    try:
+        levels = [float(x) for x in options.removed.split(",") if x]
+        batch_sizes = [int(x) for x in options.batch_sizes.split(",") if x]
+    except ValueError as exc:
+        raise UserInputError(f"--removed and --batch-sizes take comma-separated numbers ({exc})") from None
+    if any(not 0 < x < 1 for x in levels):
+        raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
+    model_path = options.model or minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    texts, source = _texts(options.data_dir, max(batch_sizes) * options.batches)
+    batches = {bs: tokenized_batches(tokenizer, texts, bs, options.batches) for bs in batch_sizes}
+    torch.manual_seed(0)
+    dense = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).eval()
+    name = model_identity(model_path)
+    print(f"model {name}\ntexts {source}; threads {torch.get_num_threads()}\n", flush=True)
+    candidates = []
+    for level in levels:
+        gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
+        fraction = calibrate_closed_fraction(gated, level)
+        candidates.append((f"random {level:.0%} (rows/cols closed {fraction:.1%})", gated))
+    for path in options.adapter:
+        candidates.append((f"trained {path}", PeftModel.from_pretrained(copy.deepcopy(dense), path)))
+    rows = []
+    print(f"{'level':<42} {'batch':>5} {'removed gated':>13} {'removed total':>13} {'dense ms':>9} "
+          f"{'pruned ms':>9} {'latency x':>9} {'FLOP x':>7} {'of FLOP x':>9}")
+    for label, gated in candidates:
+        pruned = gated.eval().merge_and_unload()
+        for bs in batch_sizes:
+            row = compare_dense_pruned(dense, pruned, batches[bs], label, rounds=options.rounds)
+            rows.append(row.to_dict())
+            print(f"{label:<42} {bs:>5} {row.removed_share_of_gated:>13.1%} {row.removed_share_of_total:>13.1%} "
+                  f"{row.dense_ms:>9.2f} {row.pruned_ms:>9.2f} {row.latency_ratio:>9.2f} {row.flop_ratio:>7.2f} "
+                  f"{row.share_of_flop_speedup:>9.0%}", flush=True)
+    if options.output:
+        write_json_atomic(options.output, {"model": name, "texts": source, "threads": torch.get_num_threads(),
+                                           "rows": rows})
+        print(f"\nwrote {options.output}")
+    return rows

@@ -17,8 +17,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from glue_sparse.experiments.finetune import MAGNITUDE_SOURCE, identity
+from glue_sparse.experiments.finetune_config import FinetuneConfig
+from glue_sparse.experiments.speed import time_forwards
+from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.atomic import write_text_atomic
+from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
+from glue_sparse_tasks.scoring import chance_score
+from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
+from sparse_models.trainer import sparse_gates_tuner
 
 RESULTS_FILE = "results.jsonl"
 LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
@@ -121,7 +130,6 @@ class BenchConfig:
 
     def runs(self) -> Iterator[dict[str, Any]]:
         """Every grid cell; magnitude cells come after all others (they prune the full arm's runs)."""
-        from sparse_models.finetune_config import FinetuneConfig
 
         def full_label(regime: str) -> str | None:
             return next((m.label for m in self.methods if m.method == "full" and regime in (m.regimes or self.regimes)
@@ -184,8 +192,7 @@ def _lm_eval_metrics(task_dir: Path, task: str, data_dir: str | None, limit: int
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from glue_sparse_tasks import TASKS_DIR
-    from sparse_models.lm_eval_model import SparseGatedLM
+    from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
 
     lm = SparseGatedLM(pretrained=str(task_dir), batch_size=32, device="cpu", results_json=str(results_json))
     metadata = {"data_dir": data_dir} if data_dir else {}
@@ -207,25 +214,20 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from glue_sparse_tasks.data import load_glue_rows
-    from glue_sparse_tasks.glue_tasks import GLUE_TASKS, POOLED_SPLIT
-    from sparse_models.checkpoints import describe_checkpoint, load_classifier
-    from sparse_models.speed import time_forwards
 
     ckpt = describe_checkpoint(task_dir)
     model, tokenizer = load_classifier(ckpt, torch.float32, "cpu")
     if ckpt.kind == "adapter":
-        from sparse_models.trainer import sparse_gates_tuner
 
         model = model.merge_and_unload(prune=False) if sparse_gates_tuner(model) else model.merge_and_unload()
-    split = POOLED_SPLIT if task == "mnli" else "validation"
+    split = evaluation_split(task)
     rows, _ = load_glue_rows(task, split, data_dir, limit=bench.latency_docs, use_hub=bench.use_hub)
     fields = GLUE_TASKS[task].text_fields
     bs = bench.latency_batch_size
     batches = [dict(tokenizer(*[[r[f] for r in rows[i:i + bs]] for f in fields], padding=True, truncation=True,
                               max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
     models = [model.eval()]
-    pruned_dir = task_dir / "pruned"
+    pruned_dir = task_dir / PRUNED_SUBDIR
     if pruned_dir.is_dir():
         models.append(AutoModelForSequenceClassification.from_pretrained(pruned_dir).eval())
     seconds = time_forwards(models, batches, bench.latency_rounds)
@@ -239,11 +241,8 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
 
 def _chance(task: str, bench: BenchConfig) -> float:
     """The majority-class score (0 for correlations) on the validation set the row was scored on."""
-    from glue_sparse_tasks.data import load_glue_rows
-    from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
-    from glue_sparse_tasks.scoring import chance_score
 
-    rows, _ = load_glue_rows(task, POOLED_SPLIT if task == "mnli" else "validation", bench.data_dir,
+    rows, _ = load_glue_rows(task, evaluation_split(task), bench.data_dir,
                              use_hub=bench.use_hub)
     return chance_score(task, [r["label"] for r in rows])
 
@@ -267,7 +266,6 @@ def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
     """Point ``<run_root>/magnitude-source`` at the full arm's seed folder: the magnitude fine-tune then
     finds its identical full run finished there (identities are compared, so a different one is an
     error, not a silent reuse)."""
-    from sparse_models.finetune import MAGNITUDE_SOURCE
 
     run_root.mkdir(parents=True, exist_ok=True)
     link = run_root / MAGNITUDE_SOURCE
@@ -278,7 +276,7 @@ def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
 
 
 def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None:
-    cmd = [sys.executable, "-m", "sparse_models.finetune", json.dumps(asdict(config)), str(out_dir), "--resume"]
+    cmd = [sys.executable, "-m", "glue_sparse.experiments.finetune", json.dumps(asdict(config)), str(out_dir), "--resume"]
     if bench.data_dir:
         cmd += ["--data-dir", bench.data_dir]
     if not bench.use_hub:
@@ -298,9 +296,6 @@ def pending_cells(bench: BenchConfig, output: Path, done: set[str],
     others are logged as cached."""
     from importlib import metadata
 
-    from glue_sparse_tasks.data import load_glue_rows
-    from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
-    from sparse_models.finetune import identity
 
     version = metadata.version("glue-sparse")
     runs = list(bench.runs())
@@ -313,7 +308,7 @@ def pending_cells(bench: BenchConfig, output: Path, done: set[str],
         if fp_key not in fingerprints:
             _, train_prov = load_glue_rows(task, "train", bench.data_dir, limit=hp["train_limit"],
                                            use_hub=bench.use_hub)
-            _, val_prov = load_glue_rows(task, POOLED_SPLIT if task == "mnli" else "validation", bench.data_dir,
+            _, val_prov = load_glue_rows(task, evaluation_split(task), bench.data_dir,
                                          use_hub=bench.use_hub)
             fingerprints[fp_key] = {"train": train_prov.sha256, "validation": val_prov.sha256}
         key = row_key(identity(config), fingerprints[fp_key], bench, version)
@@ -329,7 +324,6 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
              log=print) -> dict[str, Any]:
     """One grid cell, start to end: fine-tune (own process), evaluate through lm-eval, time; its row.
     Pure in its inputs, so any executor (this process, a Ray worker) gives the same row."""
-    from sparse_models.finetune import identity
 
     config, task = run["config"], run["task"]
     ident = identity(config)
@@ -339,15 +333,15 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     log(f"{title}: fine-tuning -> {run_root / task}")
     _finetune_subprocess(config, run_root, bench)
     task_dir = run_root / task
-    record = json.loads((task_dir / "run.json").read_text())
+    record = json.loads((task_dir / RUN_FILE).read_text())
     log(f"{title}: evaluating through lm-eval (sparse-gated)")
     started = time.perf_counter()
     metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json")
     eval_seconds = time.perf_counter() - started
     pruned_metrics = None
-    if (task_dir / "pruned").is_dir():
-        pruned_metrics = _lm_eval_metrics(task_dir / "pruned", task, bench.data_dir, bench.eval_limit,
-                                          task_dir / "pruned" / "lm_eval.json")
+    if (task_dir / PRUNED_SUBDIR).is_dir():
+        pruned_metrics = _lm_eval_metrics(task_dir / PRUNED_SUBDIR, task, bench.data_dir, bench.eval_limit,
+                                          task_dir / PRUNED_SUBDIR / "lm_eval.json")
     latency = None
     if bench.latency_timing == "cell" and bench.latency_rounds:
         log(f"{title}: timing CPU eval latency")
@@ -401,9 +395,9 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
             f"{row['accounting']['removed_share_of_gated']:.1%} of gated weights")
 
     if executor == "ray":
-        from glue_sparse_tasks.bench_ray import run_cells_on_ray
+        from glue_sparse.experiments.bench_ray import run_cells_on_ray
 
-        for title, row, error in run_cells_on_ray(cells, bench, output, address=address, retries=retries, log=log):
+        for title, row, error in run_cells_on_ray(run_cell, cells, bench, output, address=address, retries=retries, log=log):
             finished(title, row, error)
     else:
         for title, run, key in cells:

@@ -10,20 +10,21 @@ retried ``retries`` times; a cell that still fails is yielded with its error, an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from glue_sparse_tasks.errors import UserInputError
 
 
-def run_cells_on_ray(cells: list[tuple[str, dict[str, Any], str]], bench: Any, output: Path,
+def run_cells_on_ray(run_cell: Callable[..., dict[str, Any]], cells: list[tuple[str, dict[str, Any], str]],
+                     bench: Any, output: Path,
                      address: str | None = None, retries: int = 2,
                      log=print) -> Iterator[tuple[str, dict[str, Any] | None, BaseException | None]]:
-    """Yield (title, row or None, error or None) for every cell, in the order they finish."""
+    """Yield (title, row or None, error or None) for every cell, in the order they finish; ``run_cell``
+    (the bench's, passed in so this module never imports the bench back) runs one cell."""
     try:
         import ray
     except ImportError:
         raise UserInputError("--executor ray needs Ray: pip install 'glue-sparse[ray]'") from None
-    from glue_sparse_tasks.bench import run_cell
 
     if not cells:
         return

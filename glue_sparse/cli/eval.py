@@ -10,15 +10,17 @@ import json
 import sys
 from pathlib import Path
 
+from glue_sparse_tasks import TASKS_DIR
+from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
+from glue_sparse_tasks.lm_eval_hook import activate
+from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.tasks.utils import data_source
-
 
 
 def known_task_names() -> list[str]:
     """Every task and group name our YAML folder defines (read from the files, so never out of date)."""
-    from glue_sparse_tasks import TASKS_DIR
 
     names = []
     for path in sorted(Path(TASKS_DIR).rglob("*.yaml")):
@@ -58,8 +60,6 @@ def requested_glue_tasks(tasks_arg: str | None) -> list[str]:
 
 def precheck_data(argv: list[str]) -> None:
     """Raise ``GlueDataError`` naming the task and every place looked if any data is missing."""
-    from glue_sparse_tasks.data import load_glue_rows
-    from glue_sparse_tasks.local_formats import GlueDataError
 
     metadata = _option(argv, "--metadata")
     data_dir = None
@@ -82,7 +82,6 @@ def precheck_data(argv: list[str]) -> None:
 
 
 def run_lm_eval(argv: list[str]) -> int:
-    from glue_sparse_tasks.lm_eval_hook import activate
 
     if argv[:1] == ["run"]:
         argv = argv[1:]

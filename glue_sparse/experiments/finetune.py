@@ -18,15 +18,27 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from glue_sparse.experiments.finetune_config import REMOVAL_GATE_TRAVEL, FinetuneConfig, FinetuneConfigError
+from glue_sparse.experiments.packaged import minilm_path, model_identity
+from glue_sparse.experiments.run_environment import (
+    current_rss_bytes,
+    git_state,
+    package_versions,
+    peak_rss_bytes,
+    reset_peak_rss,
+)
 from glue_sparse_tasks.atomic import write_json_atomic
-from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from glue_sparse_tasks.console import configure_console, is_verbose
+from glue_sparse_tasks.data import load_glue_split, provenance
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
 from glue_sparse_tasks.scoring import primary_metric
+from sparse_models.accounting import parameter_accounting
+from sparse_models.architectures import max_input_length
+from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
+from sparse_models.removal import RemovalSchedule, close_lowest, freeze_gates, gate_fingerprint, magnitude_scores
+from sparse_models.sparse_gates import SparseGatesConfig
+from sparse_models.trainer import QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
 
-from .architectures import max_input_length
-from .finetune_config import FinetuneConfig, FinetuneConfigError
-from .run_environment import current_rss_bytes, git_state, package_versions, peak_rss_bytes, reset_peak_rss
-
-RUN_FILE = "run.json"
 MAGNITUDE_SOURCE = "magnitude-source"  # where a magnitude run without --from trains its full fine-tune
 IDENTITY_FILE = "run_config.json"
 CHECKPOINTS = "checkpoints"
@@ -38,7 +50,6 @@ class OutputDirError(FinetuneConfigError):
 
 
 def resolve_base_model(name: str | None) -> str:
-    from .packaged import minilm_path
 
     return name or minilm_path()
 
@@ -46,7 +57,6 @@ def resolve_base_model(name: str | None) -> str:
 def identity(config: FinetuneConfig) -> dict[str, Any]:
     """What makes two runs the same run: every resolved hyperparameter and the actual base model, named
     by name and weights sha256 (``model_identity``), never by the path it was loaded from."""
-    from .packaged import model_identity
 
     out = config.resolved()
     out["base_model"] = model_identity(resolve_base_model(config.base_model))
@@ -113,7 +123,6 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
     model = AutoModelForSequenceClassification.from_pretrained(base, ignore_mismatched_sizes=True, **kwargs)
     if config.method in ("full", "magnitude"):
         return model
-    from .sparse_gates import SparseGatesConfig
 
     lora = None
     if config.method in ("lora", "gates+lora"):
@@ -144,8 +153,6 @@ def gate_learning_rate(hp: dict[str, Any], steps: int) -> float | None:
     so a gate can cross from open to closed within the budget whatever the budget is."""
     if hp["gate_learning_rate"] is not None or hp["recipe"] != "removal":
         return hp["gate_learning_rate"]
-    from .removal import RemovalSchedule
-    from .finetune_config import REMOVAL_GATE_TRAVEL
 
     return REMOVAL_GATE_TRAVEL / RemovalSchedule(hp["target_removal"], steps).final_step
 
@@ -179,8 +186,6 @@ def _magnitude_model(source: Path, target_removal: float) -> Any:
     import peft
     from transformers import AutoModelForSequenceClassification
 
-    from .removal import close_lowest, freeze_gates, magnitude_scores
-    from .sparse_gates import SparseGatesConfig
 
     model = AutoModelForSequenceClassification.from_pretrained(str(source))
     model = peft.get_peft_model(model, SparseGatesConfig(task_type="SEQ_CLS", target_removal=target_removal))
@@ -218,20 +223,11 @@ def run_finetune(
     ``{"status": "interrupted", ...}`` and writes no ``run.json``.
     """
     import torch
-    from transformers import AutoTokenizer, DataCollatorWithPadding, TrainingArguments, set_seed
-
     from accelerate.utils import gather_object
-
-    from glue_sparse_tasks.data import load_glue_split, provenance
-    from glue_sparse_tasks.glue_tasks import POOLED_SPLIT
-
-    from .accounting import parameter_accounting
-    from .removal import gate_fingerprint
+    from transformers import AutoTokenizer, DataCollatorWithPadding, TrainingArguments, set_seed
     from transformers.trainer_callback import ProgressCallback
 
-    from glue_sparse_tasks.console import is_verbose
 
-    from .trainer import QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
 
     hp = config.resolved()
     task_dir = Path(output_dir) / config.task
@@ -240,7 +236,7 @@ def run_finetune(
         return json.loads((task_dir / RUN_FILE).read_text())
     # data first: a missing or malformed split fails here, before any folder is made
     train = load_glue_split(config.task, "train", data_dir, limit=hp["train_limit"], use_hub=use_hub)
-    eval_split = POOLED_SPLIT if config.task == "mnli" else "validation"
+    eval_split = evaluation_split(config.task)
     validation = load_glue_split(config.task, eval_split, data_dir, use_hub=use_hub)
     source = magnitude_source(config, Path(output_dir), data_dir, use_hub) if config.method == "magnitude" else None
     metric = primary_metric(config.task)
@@ -389,9 +385,9 @@ def run_finetune(
                                "refinetune_steps": trainer.state.global_step}
     if config.prune:
         pruned = pruned if source is not None else model.merge_and_unload()
-        pruned.save_pretrained(str(task_dir / "pruned"))
-        tokenizer.save_pretrained(str(task_dir / "pruned"))
-        record["pruned"] = {"path": "pruned", "saved_bytes": _saved_bytes(task_dir / "pruned"),
+        pruned.save_pretrained(str(task_dir / PRUNED_SUBDIR))
+        tokenizer.save_pretrained(str(task_dir / PRUNED_SUBDIR))
+        record["pruned"] = {"path": "pruned", "saved_bytes": _saved_bytes(task_dir / PRUNED_SUBDIR),
                             "accounting": parameter_accounting(pruned).to_dict()}
     if not keep_checkpoints:
         shutil.rmtree(task_dir / CHECKPOINTS, ignore_errors=True)
@@ -401,20 +397,19 @@ def run_finetune(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Worker entry point: ``python -m sparse_models.finetune CONFIG_JSON OUTPUT [options]``.
+    """Worker entry point: ``python -m glue_sparse.experiments.finetune CONFIG_JSON OUTPUT [options]``.
 
     Used by ``glue-sparse bench`` to give every run its own process (and so its own peak RSS).
     """
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m sparse_models.finetune")
+    parser = argparse.ArgumentParser(prog="python -m glue_sparse.experiments.finetune")
     parser.add_argument("config", help="FinetuneConfig fields as a JSON object")
     parser.add_argument("output")
     parser.add_argument("--data-dir")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-hub", dest="hub", action="store_false")
     args = parser.parse_args(argv)
-    from glue_sparse_tasks.console import configure_console
 
     configure_console()  # as the command that started this worker was configured (-v or not)
     record = run_finetune(FinetuneConfig(**json.loads(args.config)), args.output, data_dir=args.data_dir,

@@ -14,11 +14,13 @@ from torch import nn
 from transformers.activations import ACT2FN
 from transformers.pytorch_utils import Conv1D
 
-from .architectures import Chain, chains_for
-from .pruned_linear import PrunedLinear
-from .sparse_gates.layer import SparseGatesLayer
+from sparse_models.architectures import Chain, chains_for
+from sparse_models.modeling_sparse_pruned import wrap_pruned
+from sparse_models.modules import replace_module, unwrap_gated_model
+from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.sparse_gates.layer import SparseGatesLayer
 
-__all__ = ["ModulePlan", "PruningPlan", "plan_pruning", "prune_dense_model", "unwrap_gated_model"]
+__all__ = ["ModulePlan", "PruningPlan", "plan_pruning", "prune_dense_model"]
 
 
 @dataclass
@@ -40,7 +42,7 @@ class ModulePlan:
         return len(self.kept_out) < self.out_features or len(self.kept_in) < self.in_features
 
     def record(self) -> dict[str, Any]:
-        """The JSON-able shape record stored in ``SparseGatedConfig.pruned_modules``."""
+        """The JSON-able shape record stored in ``SparsePrunedConfig.pruned_modules``."""
         return {
             "out_features": self.out_features,
             "in_features": self.in_features,
@@ -63,19 +65,7 @@ class PruningPlan:
     closed_cols: int
     total_cols: int
     model_type: str
-    trainable_parameters: int | None = None
 
-
-def unwrap_gated_model(model: nn.Module) -> nn.Module:
-    """The transformers model inside a ``PeftModel`` or tuner, or ``model`` itself."""
-    from peft import PeftModel
-    from peft.tuners.tuners_utils import BaseTuner
-
-    if isinstance(model, PeftModel):
-        model = model.base_model
-    if isinstance(model, BaseTuner):
-        model = model.model
-    return model
 
 
 def _weight_out_in(module: nn.Module) -> torch.Tensor:
@@ -108,9 +98,7 @@ def plan_pruning(model: nn.Module) -> PruningPlan:
     column fed only by a closed producer row, or (for narrow FFN chains) a producer row that the
     consumer no longer reads.
     """
-    from .accounting import trained_parameter_count
 
-    trainable = trained_parameter_count(model)
     model = unwrap_gated_model(model)
     named = dict(model.named_modules())
     gated = {n: m for n, m in named.items() if isinstance(m, SparseGatesLayer)}
@@ -186,7 +174,7 @@ def plan_pruning(model: nn.Module) -> PruningPlan:
             has_bias=getattr(base, "bias", None) is not None,
             gated=name in gated,
         )
-    return PruningPlan(plans, closed_rows, total_rows, closed_cols, total_cols, model_type, trainable)
+    return PruningPlan(plans, closed_rows, total_rows, closed_cols, total_cols, model_type)
 
 
 def _expand_to_query_heads(value_mask: torch.Tensor, width: int, config: Any) -> torch.Tensor:
@@ -205,20 +193,13 @@ def _chain_consumers(named: dict[str, nn.Module], chain: Chain) -> list[str]:
     return [n for n in named if n == chain.consumer or n.endswith("." + chain.consumer)]
 
 
-def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
-    parent_name, _, child = name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    setattr(parent, child, new)
-
 
 @torch.no_grad()
-def prune_dense_model(dense: nn.Module, plan: PruningPlan) -> nn.Module:
+def prune_dense_model(dense: nn.Module, plan: PruningPlan, trainable_parameters: int | None = None) -> nn.Module:
     """Swap every changed layer of the (gate-folded) dense model for a ``PrunedLinear``, then wrap it
-    in the matching ``SparseGated*`` class whose config records what was kept."""
-    from .modeling_sparse_gated import wrap_pruned
+    in the matching ``SparsePruned*`` class whose config records what was kept."""
 
     dense_parameters = sum(p.numel() for p in dense.parameters())
-    trainable = plan.trainable_parameters
     for module_plan in plan.modules.values():
         if not module_plan.changed:
             continue
@@ -232,4 +213,4 @@ def prune_dense_model(dense: nn.Module, plan: PruningPlan) -> nn.Module:
             module_plan.scatter_out,
         )
         replace_module(dense, module_plan.name, pruned)
-    return wrap_pruned(dense, plan, dense_parameters, trainable)
+    return wrap_pruned(dense, plan, dense_parameters, trainable_parameters)

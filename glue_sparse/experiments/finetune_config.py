@@ -1,31 +1,23 @@
 """What one fine-tuning run is: task, method, regime, seed and every hyperparameter, validated early.
 
-Documented defaults per method (the README repeats them):
-
-| method | learning rate | extra |
-|---|---|---|
-| full | 2e-5 | weight decay 0.01 |
-| lora | 5e-4 | r 8, alpha 16, dropout 0.1 on query/value (PEFT's BERT default) |
-| gates | 1e-2 | recipe ``removal``: remove ``target_removal`` (0.3) of gated weights, exactly |
-| gates+lora | 1e-3 | gates as above plus LoRA r 8, alpha 16 inside every gated layer |
-| magnitude | 2e-5 | structured magnitude pruning of a full fine-tune at ``target_removal``, then re-fine-tuned |
+Every default is written once, here: the method tables below and the ``TrainingOptions`` fields (with
+their help text). The CLI builds its flags from those fields, and ``defaults_markdown()`` renders the
+README's defaults table, which a test compares with the README.
 
 Gate recipes (``recipe``): ``removal`` (default) closes gates along a cubic ramp to exactly
 ``target_removal``; the gate logits get their own constant-travel learning rate
 (``REMOVAL_GATE_TRAVEL`` / removal steps) unless ``gate_learning_rate`` is given. ``reference`` is the
 FineGates GLUE recipe: target sparsity 0.4, lambda 50, AdamW lr 1e-3 for gates, head and gated biases,
 weight decay 0, constant schedule without warm-up, no gradient clipping, batch 16 (RECIPE_TRAINING).
-
-All methods otherwise: batch 32, 3 epochs, max length 128, linear schedule with 6% warm-up, gradient
-clipping at 1.0, evaluation every epoch, model selection ``last``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from glue_sparse.experiments.options import option
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
@@ -65,42 +57,72 @@ class FinetuneConfigError(UserInputError):
     """An option that cannot work; raised before any model or data is loaded."""
 
 
-@dataclass
-class FinetuneConfig:
+@dataclass(kw_only=True)
+class TrainingOptions:
+    """Every knob of one fine-tune except what it trains on (task, seed, base model). ``None`` means
+    "the method's or recipe's default", resolved by ``FinetuneConfig.resolved()``."""
+
+    method: str = option("gates", "full, lora, gates, gates+lora or magnitude")
+    regime: str = option("limited", "full or limited (the first --train-limit training rows)")
+    train_limit: int | None = option(None, f"rows of the limited regime (default {LIMITED_TRAIN_ROWS})")
+    learning_rate: float | None = option(
+        None, "learning rate (default per method: " + ", ".join(f"{m} {lr:g}" for m, lr in DEFAULT_LR.items())
+        + "; 1e-3 for --recipe reference)", aliases=("--lr",))
+    weight_decay: float | None = option(None, "weight decay (default per method: " + ", ".join(
+        f"{m} {wd:g}" for m, wd in DEFAULT_WEIGHT_DECAY.items()) + ")")
+    epochs: float = option(5.0, "training epochs")
+    max_steps: int | None = option(None, "stop after this many optimiser steps (overrides --epochs)")
+    batch_size: int | None = option(None, f"per-device batch (default {GENERAL_TRAINING['batch_size']}; "
+                                           f"{RECIPE_TRAINING['reference']['batch_size']} for --recipe reference)")
+    eval_batch_size: int = option(64, "evaluation batch size")
+    max_length: int = option(128, "tokens per example (capped by the model's position table)")
+    warmup_ratio: float | None = option(None, f"share of steps of linear warm-up (default "
+                                               f"{GENERAL_TRAINING['warmup_ratio']:g}; 0 for --recipe reference)")
+    lr_scheduler: str | None = option(None, "Trainer schedule name (default linear; constant for --recipe reference)")
+    max_grad_norm: float | None = option(None, f"gradient clipping (default {GENERAL_TRAINING['max_grad_norm']:g}; "
+                                                "0 = none, as --recipe reference)")
+    gradient_accumulation_steps: int = option(1, "optimiser steps accumulate this many batches",
+                                               aliases=("--grad-accum",))
+    lora_r: int | None = option(None, f"LoRA rank (default {LORA_DEFAULTS['lora_r']})")
+    lora_alpha: int | None = option(None, f"LoRA alpha (default {LORA_DEFAULTS['lora_alpha']})")
+    lora_dropout: float | None = option(None, f"LoRA dropout (default {LORA_DEFAULTS['lora_dropout']:g})")
+    recipe: str | None = option(None, "gate methods: 'removal' (default; removes --target-removal exactly) or "
+                                       "'reference' (the FineGates GLUE recipe, steered by --target-sparsity)")
+    target_removal: float | None = option(
+        None, "share of gated weights to remove, in (0, 1) (gates, gates+lora, magnitude; default "
+              f"{GATE_DEFAULTS['removal']['target_removal']:g})")
+    target_sparsity: float | None = option(
+        None, "reference recipe: share of rows and columns whose P(open) is pulled down (default "
+              f"{GATE_DEFAULTS['reference']['target_sparsity']:g}); not the removed share")
+    sparsity_lambda: float | None = option(
+        None, f"weight of the sparsity regulariser (default {GATE_DEFAULTS['removal']['sparsity_lambda']:g})")
+    reg_sigma: float | None = option(
+        None, f"sigma of P(open) in the regulariser (default {GATE_DEFAULTS['removal']['reg_sigma']:g}, as the "
+              "reference code)")
+    gate_learning_rate: float | None = option(
+        None, f"learning rate of the gate logits (default: {REMOVAL_GATE_TRAVEL:g} / removal steps for the removal "
+              "recipe, the learning rate for the reference recipe)", aliases=("--gate-lr",))
+    removal_score: str | None = option(None, "removal recipe: rank gates for closing by 'taylor' (default; "
+                                              "accumulated |dL/dz * z|) or 'logit'")
+    from_run: str | None = option(None, "magnitude: a finished full run folder to prune (default: train a full "
+                                         "run first, under <output>/magnitude-source/)", aliases=("--from",))
+    model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
+                                   aliases=("--select",))
+    prune: bool = option(False, "also save the physically pruned model (gates, magnitude)")
+    precision: str = option("fp32", "fp32, bf16 or fp16")
+    save_steps: int | None = option(None, "checkpoint every N steps (default: every epoch)")
+    logging_steps: int = option(10, "log the loss every N steps")
+    report_to: list[str] = option(help="Trainer loggers (tensorboard, wandb; default none)", default_factory=list)
+
+
+@dataclass(kw_only=True)
+class FinetuneConfig(TrainingOptions):
+    """One fine-tuning run: what it trains on plus every training option, validated on creation (before
+    any model or data is loaded)."""
+
     task: str
-    method: str = "gates"
-    regime: str = "limited"
     seed: int = 1
     base_model: str | None = None  # None: the packaged MiniLM
-    train_limit: int | None = None  # None: LIMITED_TRAIN_ROWS in the limited regime
-    learning_rate: float | None = None
-    weight_decay: float | None = None
-    epochs: float = 5.0
-    max_steps: int | None = None
-    batch_size: int | None = None  # None: 32 (16 for the reference recipe)
-    eval_batch_size: int = 64
-    max_length: int = 128
-    warmup_ratio: float | None = None  # None: 0.06 (0 for the reference recipe)
-    lr_scheduler: str | None = None  # None: linear (constant for the reference recipe)
-    max_grad_norm: float | None = None  # None: 1.0 (0 = no clipping, the reference recipe)
-    gradient_accumulation_steps: int = 1
-    lora_r: int | None = None
-    lora_alpha: int | None = None
-    lora_dropout: float | None = None
-    recipe: str | None = None  # gate methods: "removal" (default) or "reference"
-    target_removal: float | None = None  # removal recipe and magnitude: share of gated weights removed
-    target_sparsity: float | None = None  # reference recipe only
-    sparsity_lambda: float | None = None
-    reg_sigma: float | None = None  # sigma of P(open); 0.5 as in the reference code
-    gate_learning_rate: float | None = None  # None: travel/steps (removal) or learning_rate (reference)
-    removal_score: str | None = None  # removal recipe: "taylor" (default) or "logit" ranking of gates
-    from_run: str | None = None  # magnitude: a finished full run folder to prune (None: train one first)
-    model_selection: str = "last"
-    prune: bool = False
-    precision: str = "fp32"  # fp32, bf16 or fp16
-    save_steps: int | None = None  # None: a checkpoint every epoch
-    logging_steps: int = 10
-    report_to: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -198,3 +220,31 @@ class FinetuneConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+METHOD_NOTES = {
+    "full": "every weight",
+    "lora": "r {lora_r}, alpha {lora_alpha}, dropout {lora_dropout:g} on query/value (PEFT's BERT default)",
+    "gates": "head and gated biases; recipe `removal`: remove `--target-removal` ({target_removal:g}) of gated "
+             "weights, exactly",
+    "gates+lora": "gates as above plus LoRA r {lora_r}, alpha {lora_alpha} inside every gated layer",
+    "magnitude": "structured magnitude pruning of a full fine-tune at `--target-removal`, then every weight "
+                 "re-fine-tuned with the masks held",
+}
+
+
+def defaults_markdown() -> str:
+    """The README's defaults table, rendered from the one source (this module)."""
+    notes = {**LORA_DEFAULTS, "target_removal": GATE_DEFAULTS["removal"]["target_removal"]}
+    general = TrainingOptions()
+    lines = ["| method | learning rate | weight decay | trains |", "|---|---|---|---|"]
+    lines += [f"| {m} | {DEFAULT_LR[m]:g} | {DEFAULT_WEIGHT_DECAY[m]:g} | {METHOD_NOTES[m].format(**notes)} |"
+              for m in METHODS]
+    lines += ["", f"All methods: batch {GENERAL_TRAINING['batch_size']}, {general.epochs:g} epochs, max length "
+              f"{general.max_length}, {GENERAL_TRAINING['lr_scheduler']} schedule with "
+              f"{GENERAL_TRAINING['warmup_ratio']:.0%} warm-up, gradient clipping {GENERAL_TRAINING['max_grad_norm']:g}, "
+              f"evaluation every epoch, model selection `{general.model_selection}`; the limited regime keeps the "
+              f"first {LIMITED_TRAIN_ROWS:,} training rows. The `reference` gate recipe: batch "
+              f"{RECIPE_TRAINING['reference']['batch_size']}, lr {RECIPE_TRAINING['reference']['learning_rate']:g}, "
+              f"{RECIPE_TRAINING['reference']['lr_scheduler']} schedule, no warm-up, no clipping."]
+    return "\n".join(lines)

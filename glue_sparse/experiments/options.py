@@ -1,0 +1,22 @@
+"""How an experiment option is declared: a dataclass field holding its default and its help text, the
+one place both are written. The CLI turns such fields into flags with ``HfArgumentParser``."""
+
+from __future__ import annotations
+
+from dataclasses import field
+from typing import Any
+
+
+def option(default: Any = None, help: str = "", aliases: tuple[str, ...] = (), **kwargs: Any) -> Any:
+    """A dataclass field with ``help`` (and the default appended to it) and optional extra flag names."""
+    if default is not None and not isinstance(default, bool) and "default" not in help:
+        help = f"{help} (default {default:g})" if isinstance(default, float) else f"{help} (default {default})"
+    metadata = {"help": help, **({"aliases": list(aliases)} if aliases else {})}
+    if "default_factory" in kwargs:
+        return field(default_factory=kwargs.pop("default_factory"), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def required(help: str, aliases: tuple[str, ...] = ()) -> Any:
+    """A dataclass field without default: a required flag."""
+    return field(metadata={"help": help, **({"aliases": list(aliases)} if aliases else {})})

@@ -1,0 +1,6 @@
+"""Layer 3, the lm-eval model: ``sparse-gated`` serves fine-tuned (gated, pruned or plain) sequence
+classifiers to lm-eval's ``glue_sparse_*`` tasks. It imports lm-eval, so nothing below it does."""
+
+from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
+
+__all__ = ["SparseGatedLM"]

@@ -1,0 +1,69 @@
+"""Each default is written once (the option dataclasses of the experiment layer): the CLI's flags and
+the README's defaults table come from there, and these tests fail when either drifts."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from glue_sparse.cli.main import build_parser
+from glue_sparse.experiments.finetune_config import FinetuneConfig, TrainingOptions, defaults_markdown
+from glue_sparse.experiments.perplexity import (
+    PerplexityOptions,
+    ProtocolOptions,
+    galore_perplexity,
+    sparsegpt_perplexity,
+)
+from glue_sparse.experiments.posttrain import PosttrainOptions
+from glue_sparse.experiments.speed import SpeedOptions
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_defaults_table_is_the_generated_one():
+    text = README.read_text()
+    block = re.search(r"<!-- defaults:begin -->\n(.*?)\n<!-- defaults:end -->", text, re.S)
+    assert block, "README has no defaults block"
+    assert block.group(1) == defaults_markdown(), "README defaults drifted: paste defaults_markdown()"
+
+
+@pytest.mark.parametrize("command, options, required", [
+    ("finetune", TrainingOptions, ["--tasks", "rte", "--output", "x"]),
+    ("perplexity", PerplexityOptions, []),
+    ("posttrain", PosttrainOptions, ["--out-dir", "x"]),
+    ("speed", SpeedOptions, []),
+])
+def test_cli_defaults_are_the_dataclass_defaults(command, options, required):
+    args = build_parser().parse_args([command, *required])
+    for f in dataclasses.fields(options):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            continue
+        expected = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        assert getattr(args, f.name) == expected, f"--{f.name} of {command}"
+
+
+def test_flags_keep_their_old_names():
+    args = build_parser().parse_args(["finetune", "--tasks", "rte", "--output", "x", "--lr", "0.5", "--gate-lr",
+                                      "0.25", "--grad-accum", "2", "--from", "runs/full", "--select", "best",
+                                      "--target-removal", "0.3", "--prune", "--no-hub"])
+    assert (args.learning_rate, args.gate_learning_rate, args.gradient_accumulation_steps) == (0.5, 0.25, 2)
+    assert (args.from_run, args.model_selection, args.target_removal, args.prune, args.hub) == (
+        "runs/full", "best", 0.3, True, False)
+
+
+def test_protocol_function_defaults_are_the_option_defaults():
+    import inspect
+
+    sparsegpt = inspect.signature(sparsegpt_perplexity).parameters
+    galore = inspect.signature(galore_perplexity).parameters
+    assert sparsegpt["n_samples"].default == ProtocolOptions.n_samples == 256
+    assert sparsegpt["seqlen"].default == ProtocolOptions.seqlen
+    assert galore["token_budget"].default == ProtocolOptions.token_budget
+
+
+def test_finetune_config_is_training_options_plus_what_it_trains_on():
+    extra = {f.name for f in dataclasses.fields(FinetuneConfig)} - {f.name for f in dataclasses.fields(TrainingOptions)}
+    assert extra == {"task", "seed", "base_model"}

@@ -1,0 +1,185 @@
+"""The package's layering, read from the source (``ast``): every import of one of our modules goes to
+the same or a lower layer, no import cycle exists, and function-level imports of our own modules are
+the listed exceptions (each avoids a heavy optional import at start-up).
+
+Layers, bottom to top: GLUE evaluation (``glue_sparse_tasks``, the ``glue_average`` metric), method
+core (``sparse_models``), lm-eval model (``glue_sparse.lm_eval_model``), experiments
+(``glue_sparse.experiments``), CLI (``glue_sparse.cli``).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("glue_sparse_tasks", "sparse_models", "glue_sparse", "metrics")
+LAYERS = (  # (module prefix, layer), most specific first
+    ("glue_sparse.cli", 5),
+    ("glue_sparse.experiments", 4),
+    ("glue_sparse.lm_eval_model", 3),
+    ("glue_sparse", 3),  # the package docstring and version only
+    ("sparse_models", 2),
+    ("glue_sparse_tasks", 1),
+    ("metrics", 1),
+)
+LAYER_NAMES = {1: "GLUE evaluation", 2: "method core", 3: "lm-eval model", 4: "experiments", 5: "CLI"}
+
+#: (importing module, imported module): function-level imports of our own modules that keep a heavy
+#: optional dependency out of start-up. Anything else must be a top-level import.
+DEFERRED = {
+    # the lm-eval model imports lm_eval (slow, pulls datasets/evaluate): only evaluation needs it
+    ("glue_sparse.experiments.bench", "glue_sparse.lm_eval_model"): "lm_eval",
+    # Ray is an optional extra, needed only by --executor ray
+    ("glue_sparse.experiments.bench", "glue_sparse.experiments.bench_ray"): "ray",
+    # report plots import matplotlib; the bench imports the report only to write it
+    ("glue_sparse.cli.bench", "glue_sparse.experiments.report"): "matplotlib",
+    # lm-eval's CLI and task machinery, only for `glue-sparse eval`
+    ("glue_sparse.cli.main", "glue_sparse.cli.eval"): "lm_eval",
+    # the start-up hook (imported in every Python process) defers everything until lm_eval is imported
+    ("glue_sparse_tasks.lm_eval_hook", "glue_sparse_tasks"): "lm_eval",
+}
+
+
+def module_files() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def layer_of(module: str) -> int:
+    return next(layer for prefix, layer in LAYERS if module == prefix or module.startswith(prefix + "."))
+
+
+def _package_of(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, bool, int, bool]]:
+    """(imported module, at top level, line, named in the statement) for every import of one of our modules. ``from a import b``
+    counts as importing ``a.b`` when that is a module. Importing ``a.b.c`` from outside package ``a.b``
+    also runs ``a.b``'s ``__init__``, so that counts as an import of ``a.b`` too."""
+    tree = ast.parse(path.read_text(), str(path))
+    top_level = {id(node) for node in tree.body}
+    for node in tree.body:  # imports guarded by `if TYPE_CHECKING:` / try at module level are top level too
+        for child in ast.walk(node):
+            top_level.add(id(child)) if isinstance(node, (ast.If, ast.Try)) else None
+    package = _package_of(module, path)
+    found = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if not target or target == module:
+                continue
+            found.append((target, id(node) in top_level, node.lineno, True))
+            chain = target.split(".")
+            for i in range(1, len(chain)):  # enclosing packages whose __init__ runs first
+                prefix = ".".join(chain[:i])
+                if prefix in modules and prefix != module and not module.startswith(prefix + "."):
+                    found.append((prefix, id(node) in top_level, node.lineno, False))
+    return found
+
+
+def import_graph() -> tuple[dict[str, set[str]], list[str]]:
+    modules = module_files()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    problems = []
+    for module, path in modules.items():
+        for target, top, line, named in imports_of(module, path, modules):
+            graph[module].add(target)
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if layer_of(target) > layer_of(module):
+                problems.append(f"upward import: {module} ({LAYER_NAMES[layer_of(module)]}) imports {target} "
+                                f"({LAYER_NAMES[layer_of(target)]}) at {where}")
+            if named and not top and layer_of(target) <= layer_of(module):
+                if not any(module == m and (target == t or target.startswith(t + ".")) for m, t in DEFERRED):
+                    problems.append(f"function-level import of our own module: {module} imports {target} at "
+                                    f"{where}; import it at the top (or list it in DEFERRED with the heavy "
+                                    "dependency it avoids)")
+    return graph, problems
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_imports_go_downward_and_are_top_level():
+    _, problems = import_graph()
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycle():
+    graph, _ = import_graph()
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_checker_catches_an_upward_import_and_a_cycle(tmp_path, monkeypatch):
+    """The checks above can fail: an upward import and a two-module cycle planted in a copy are named."""
+    import shutil
+
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package)
+    scoring = tmp_path / "glue_sparse_tasks" / "scoring.py"
+    scoring.write_text(scoring.read_text() + "\nfrom sparse_models.gates import keep_penalty  # planted\n")
+    gates = tmp_path / "sparse_models" / "gates.py"
+    gates.write_text(gates.read_text() + "\nfrom glue_sparse_tasks.scoring import primary_metric  # planted\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph, problems = import_graph()
+    assert any("upward import: glue_sparse_tasks.scoring (GLUE evaluation) imports sparse_models.gates"
+               in p for p in problems), problems
+    cycle = find_cycle(graph)
+    assert cycle is not None and "sparse_models.gates" in cycle and "glue_sparse_tasks.scoring" in cycle
+
+
+def test_glue_evaluation_layer_imports_nothing_from_the_method():
+    """`import glue_sparse_tasks` (and its scoring and data modules) loads no module of the layers above."""
+    code = ("import sys, glue_sparse_tasks, glue_sparse_tasks.scoring, glue_sparse_tasks.data; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sparse_models', 'glue_sparse')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("package", ["glue_sparse_tasks", "sparse_models", "glue_sparse", "glue_sparse.lm_eval_model",
+                                     "glue_sparse.experiments", "glue_sparse.cli", "sparse_models.sparse_gates"])
+def test_every_package_says_which_layer_it_is(package):
+    path = ROOT / package.replace(".", "/") / "__init__.py"
+    doc = ast.get_docstring(ast.parse(path.read_text()))
+    assert doc and any(word in doc.lower() for word in ("layer", "peft method")), f"{path}: no layer docstring"
