@@ -1,4 +1,5 @@
-"""What a person sees in the terminal: our one-line status messages, one progress bar per long step,
+"""What a person sees in the terminal: our one-line status messages, one progress bar per long step
+(fine-tuning: ``QuietProgressCallback``; evaluation: the ``sparse-gated`` model's bar),
 and no library chatter (load reports, pin-memory and deprecation warnings, per-call ``datasets.map``
 bars) unless ``-v``/``--verbose`` asks for it.
 
@@ -27,6 +28,9 @@ QUIET_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "PYTHONWARNINGS": "ignore",
     "RAY_DEDUP_LOGS": "0",
+    # tqdm's default for every bar that does not say otherwise (library bars: lm-eval's context building,
+    # weight loading and saving); our own views pass disable=False explicitly, so one bar per long step
+    "TQDM_DISABLE": "1",
 }
 QUIET_LOGGERS = ("transformers", "datasets", "lm_eval", "lm-eval", "peft", "accelerate", "torch", "ray",
                  "huggingface_hub", "evaluate", "filelock", "urllib3")

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
@@ -113,6 +114,11 @@ class RemovalCallback(TrainerCallback):
 class QuietProgressCallback(ProgressCallback):
     """One training bar per fine-tune, with the latest loss and evaluation score in its postfix:
     no printed log dicts and no separate evaluation bars (``-v`` keeps transformers' own callback)."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:  # disable=False: shown even where library bars are switched off
+            self.training_bar = tqdm(total=state.max_steps, dynamic_ncols=True, disable=False)
+        self.current_step = 0
 
     def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
         return

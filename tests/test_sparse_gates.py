@@ -68,6 +68,27 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, tmp_path)
         assert (reloaded(**inputs).logits - gated_logits).abs().max() <= 1e-4
 
 
+def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):
+    """Before the rename the pruned classes were ``SparseGated*``: a config naming them loads into the
+    ``SparsePruned*`` class with the same outputs, and the old names still import."""
+    import sparse_models
+
+    model = _gated("bert")
+    set_gate_pattern(model)
+    pruned = model.eval().merge_and_unload()
+    pruned.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["architectures"] = ["SparseGatedForSequenceClassification"]  # what older checkpoints hold
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    reloaded = AUTO["SEQ_CLS"].from_pretrained(tmp_path).eval()
+    assert type(reloaded) is sparse_models.SparsePrunedForSequenceClassification
+    assert sparse_models.SparseGatedForSequenceClassification is sparse_models.SparsePrunedForSequenceClassification
+    assert "SparseGatedConfig" not in sparse_models.__all__
+    inputs = _inputs()
+    with torch.no_grad():
+        assert torch.equal(reloaded(**inputs).logits, pruned(**inputs).logits)
+
+
 def test_pruning_removes_ffn_and_value_output_chains():
     model = _gated("bert", target_modules=["intermediate.dense", "attention.self.value"])
     layer0 = "base_model.model.bert.encoder.layer.0."

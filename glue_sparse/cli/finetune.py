@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tasks == "all":
         tasks, skipped = _available_tasks(list(GLUE8), args.data_dir, args.hub)
         for task, why in skipped.items():
-            print(f"skipping {task}: no training data ({why})")
+            logging.getLogger("glue_sparse").info(f"skipping {task}: no training data ({why})")
     else:
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
         unknown = [t for t in tasks if t not in GLUE_TASKS]
@@ -95,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     PartialState(cpu=not torch.cuda.is_available()).wait_for_everyone()
     rows = []
     for config, out in plan:
-        print(f"== {config.task} · {config.method} · {config.regime} · seed {config.seed} -> {out / config.task}",
-              flush=True)
+        logging.getLogger("glue_sparse").info(
+            f"== {config.task} · {config.method} · {config.regime} · seed {config.seed} -> {out / config.task}")
         record = run_finetune(config, out, data_dir=args.data_dir, overwrite=args.overwrite, resume=args.resume,
                               keep_checkpoints=args.keep_checkpoints, use_hub=args.hub)
         rows.append(record)

@@ -210,7 +210,7 @@ class SparseGatedLM(LM):
         forward_seconds = 0.0
         with torch.inference_mode():
             for lo in tqdm(range(0, len(order), batch_size), desc=f"sparse-gated {glue_task}",
-                           disable=len(order) <= batch_size):
+                           disable=len(order) <= batch_size):  # explicit: shown even under TQDM_DISABLE
                 idx = order[lo:lo + batch_size]
                 batch = tokenizer.pad([{k: encoded[k][i] for k in encoded} for i in idx], return_tensors="pt")
                 batch = {k: v.to(self.device_name) for k, v in batch.items()}
