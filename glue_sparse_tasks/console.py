@@ -44,6 +44,14 @@ def is_verbose() -> bool:
     return os.environ.get(VERBOSE_ENV) == "1"
 
 
+def quiet_environment(verbose: bool = False) -> None:
+    """Set the libraries' quiet switches in the environment (kept if the user set them). They must be set
+    before the libraries are imported, which is why the CLI package does this on import."""
+    if not verbose:
+        for key, value in QUIET_ENV.items():
+            os.environ.setdefault(key, value)
+
+
 def configure_console(verbose: bool | None = None) -> None:
     """Set up the terminal for one command (and the processes it starts).
 
@@ -61,8 +69,7 @@ def configure_console(verbose: bool | None = None) -> None:
     ours.setLevel(logging.DEBUG if verbose else logging.INFO)
     if verbose:
         return
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
+    quiet_environment()
     warnings.filterwarnings("ignore")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)

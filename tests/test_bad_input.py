@@ -156,7 +156,7 @@ def test_ctrl_c_exits_130_without_a_traceback(glue_fixture_dir, tmp_path):
          str(tmp_path / "o"), "--data-dir", str(glue_fixture_dir), "--no-hub", "--model", str(base),
          "--epochs", "200", "--batch-size", "2", "--max-length", "16"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for line in proc.stdout:  # wait until training has begun
+    for line in proc.stderr:  # wait until training has begun (status lines go to stderr, via logging)
         if line.startswith("== rte"):
             break
     time.sleep(4)

@@ -29,7 +29,7 @@ def demo_config(data_dir: str | None, train_limit: int = DEMO_TRAIN_ROWS, epochs
         "methods": ["full", {"method": "gates", "label": "gates r0.3", "target_removal": 0.3},
                     {"method": "magnitude", "label": "magnitude r0.3", "target_removal": 0.3}],
         "finetune": {"train_limit": train_limit, "epochs": epochs},
-        "latency_docs": 128, "latency_rounds": 3, "data_dir": data_dir, "use_hub": data_dir is None,
+        "latency_docs": 64, "latency_rounds": 3, "data_dir": data_dir, "use_hub": data_dir is None,
     }, "demo")
 
 

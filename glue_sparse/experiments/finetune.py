@@ -326,7 +326,11 @@ def run_finetune(
     epochs = _epoch_metrics(trainer.state.log_history)
     eval_seconds = sum(e.get("runtime", 0.0) for e in epochs if e.get("step", 0) > start_step)
     step_seconds = max(train_seconds - eval_seconds, 0.0)
-    final = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
+    last_eval = epochs[-1] if epochs else {}
+    if config.model_selection == "last" and last_eval.get("step") == trainer.state.global_step:
+        final = {k: v for k, v in last_eval.items() if k != "step"}  # the final model was just evaluated
+    else:
+        final = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
     model = trainer.model.eval()
     # magnitude re-fine-tunes every weight under fixed masks: count what trained, not the adapter
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad) if source is not None else None

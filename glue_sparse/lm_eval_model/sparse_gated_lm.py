@@ -265,7 +265,7 @@ class SparseGatedLM(LM):
             self.report[glue_task] = info
             answers.update({(glue_task, i): s for i, s in zip(ids, scores)})
         mine = {task: len(docs) for task, docs in by_task.items()}
-        logger.info("sparse-gated rank %d of %d scored %s docs", self.rank, self.world_size, mine)
+        logger.debug("sparse-gated rank %d of %d scored %s docs", self.rank, self.world_size, mine)
         per_rank = self.gather_object(mine, dst=0) if self.world_size > 1 else [mine]
         if self.rank == 0:
             for task in self.report:
