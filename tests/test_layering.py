@@ -71,8 +71,8 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[
     tree = ast.parse(path.read_text(), str(path))
     top_level = {id(node) for node in tree.body}
     for node in tree.body:  # imports guarded by `if TYPE_CHECKING:` / try at module level are top level too
-        for child in ast.walk(node):
-            top_level.add(id(child)) if isinstance(node, (ast.If, ast.Try)) else None
+        if isinstance(node, (ast.If, ast.Try)):
+            top_level.update(id(child) for child in ast.walk(node))
     package = _package_of(module, path)
     found = []
     for node in ast.walk(tree):

@@ -8,8 +8,10 @@ package version, so finished work is skipped and an interrupted bench resumes wh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -241,9 +243,12 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
 
 def _chance(task: str, bench: BenchConfig) -> float:
     """The majority-class score (0 for correlations) on the validation set the row was scored on."""
+    return _chance_on(task, bench.data_dir, bench.use_hub)
 
-    rows, _ = load_glue_rows(task, evaluation_split(task), bench.data_dir,
-                             use_hub=bench.use_hub)
+
+@functools.lru_cache(maxsize=None)
+def _chance_on(task: str, data_dir: str | None, use_hub: bool) -> float:  # one read per task, not per row
+    rows, _ = load_glue_rows(task, evaluation_split(task), data_dir, use_hub=use_hub)
     return chance_score(task, [r["label"] for r in rows])
 
 
@@ -271,8 +276,7 @@ def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
     link = run_root / MAGNITUDE_SOURCE
     if not link.exists() and not link.is_symlink():
         full_root.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path("..") / ".." / ".." / full_root.parent.parent.name / full_root.parent.name / full_root.name,
-                        target_is_directory=True)
+        link.symlink_to(os.path.relpath(full_root, run_root), target_is_directory=True)  # relative: folder moves
 
 
 def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None:
