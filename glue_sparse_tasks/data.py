@@ -98,12 +98,14 @@ def _validate(task: GlueTask, split: str, located: Iterable[LocatedRow]) -> list
 def _read_local(
     task: GlueTask, split: str, folder: Path, label: str, looked: list[str]
 ) -> tuple[list[Row], str] | None:
-    for candidate in candidate_files(_glue_root(folder), task, split):
+    root = _glue_root(folder)
+    for candidate in candidate_files(root, task, split):
         if candidate.exists():
             rows = _validate(task, split, candidate.read(task))
             if not rows:
                 raise GlueDataError(f"{candidate.describe()}: split {task.name}/{split} is empty")
-            return rows, candidate.describe()
+            # provenance names the file inside the GLUE folder, never this machine's path to it
+            return rows, f"local:{candidate.describe(root)}"
         looked.append(f"{label}: {candidate.paths[0]}")
     return None
 

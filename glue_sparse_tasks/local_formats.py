@@ -45,8 +45,10 @@ class SplitFile:
         for path in self.paths:
             yield from self.reader(path, task)
 
-    def describe(self) -> str:
-        return str(self.paths[0]) if len(self.paths) == 1 else f"{self.paths[0]} (+{len(self.paths) - 1} shards)"
+    def describe(self, root: Path | None = None) -> str:
+        """The file (and shard count); relative to ``root`` when given, so records stay machine-independent."""
+        first = self.paths[0].relative_to(root).as_posix() if root is not None else str(self.paths[0])
+        return first if len(self.paths) == 1 else f"{first} (+{len(self.paths) - 1} shards)"
 
 
 # -- JSONL -----------------------------------------------------------------------------------

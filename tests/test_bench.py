@@ -48,6 +48,9 @@ def test_bench_runs_end_to_end_and_stores_one_row_per_combination(finished):
         (t, m, s) for t in ("rte", "stsb") for m in ("full", "gates-0.4") for s in (1, 2)}
     for r in rows:
         assert r["metrics"] and r["flat_metrics"] and r["latency"]["dense_ms_per_batch"] > 0
+        assert r["versions"]["torch"] and "commit" in r["git"]
+        assert str(out) not in json.dumps(r)  # rows name runs and data relative, never by this machine's path
+        assert r["data"]["train"]["source"] == f"local:{r['task']}/train.jsonl"
         assert r["accounting"]["dense_parameters"] > 0
         if r["method"] == "gates":
             assert r["pruned_metrics"] == r["metrics"]  # pruned model scores like its adapter

@@ -359,7 +359,8 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
         "seconds_per_step": record["seconds_per_step"], "peak_rss_bytes": record["peak_rss_bytes"],
         "train_steps": record["train_steps"], "eval_seconds": eval_seconds, "latency": latency,
         "chance": _chance(task, bench), "device": record.get("device"),
-        "run_dir": str(task_dir.relative_to(output)),  # relative: rows never hold this machine's paths "versions": record["versions"], "git": record["git"],
+        "run_dir": str(task_dir.relative_to(output)),  # relative: rows never hold this machine's paths
+        "versions": record["versions"], "git": record["git"],
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
