@@ -1,7 +1,8 @@
-"""Dense vs physically pruned MiniLM CPU latency at 20/40/60% of gated weights removed.
+"""Dense vs physically pruned MiniLM CPU latency at 10/20/40/60% of gated weights closed, per layout.
 
-Same code as ``glue-sparse speed``; this script only fixes the published settings and the output file.
-Target (issue #4): at 40% removed, latency ratio >= 1.3 and >= 85% of the FLOP ratio.
+Same code as ``glue-sparse speed``; this script only fixes the published settings and the output files
+(``benchmarks/results/pruning_speed.{json,md}``). Targets (issue #15, auto layout, batch 32, 2 threads):
+never slower than dense at 10/20/40/60%, >= 1.3x at 40%, >= 85% of the ideal speed-up at 40% and 60%.
 
     python benchmarks/pruning_speed.py [--data-dir ../shared/data/glue] [--adapter DIR ...]
 """
@@ -13,6 +14,7 @@ import sys
 from glue_sparse.cli.main import main
 
 if __name__ == "__main__":
-    defaults = ["speed", "--removed", "0.2,0.4,0.6", "--batch-sizes", "32,1", "--batches", "8", "--rounds", "7",
+    defaults = ["speed", "--removed", "0.1,0.2,0.4,0.6", "--batch-sizes", "32,1", "--batches", "8", "--rounds", "7",
+                "--threads", "2",
                 "--output", "benchmarks/results/pruning_speed.json"]
     sys.exit(main(defaults + sys.argv[1:]))

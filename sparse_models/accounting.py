@@ -19,9 +19,13 @@ __all__ = ["ParameterAccounting", "parameter_accounting"]
 class ParameterAccounting:
     """Counts for one model. Removal uses kept-rows x kept-columns arithmetic per matrix.
 
-    ``removed_share_of_gated`` is relative to the weights of gated matrices; ``removed_share_of_total``
-    to every parameter of the dense model (embeddings and head included). Closing 40% of rows and
-    40% of columns removes 64% of a matrix: target sparsity is not parameter removal.
+    Two counts are kept apart: *closed* weights (their row or column is closed, so they add nothing)
+    and *removed* weights (physically gone from the pruned model's matrices). They differ where the
+    pruning layout keeps closed weights as folded zeros because removing them would cost more index
+    work than it saves. A gated (unmerged) model is counted as if every closed weight were removed.
+    ``*_share_of_gated`` is relative to the weights of gated matrices; ``*_share_of_total`` to every
+    parameter of the dense model (embeddings and head included). Closing 40% of rows and 40% of
+    columns removes 64% of a matrix: target sparsity is not parameter removal.
     """
 
     dense_parameters: int
@@ -36,6 +40,24 @@ class ParameterAccounting:
     total_rows: int
     closed_cols: int
     total_cols: int
+    closed_gated_weights: int = -1  # -1: as removed (a plan or config from before the two were told apart)
+    closed_parameters: int = -1
+
+    def __post_init__(self) -> None:
+        if self.closed_gated_weights < 0:
+            object.__setattr__(self, "closed_gated_weights", self.removed_gated_weights)
+        if self.closed_parameters < 0:
+            object.__setattr__(self, "closed_parameters", self.removed_parameters)
+
+    @property
+    def closed_share_of_gated(self) -> float:
+        """Gated weights whose row or column is closed (gate 0, or dead through a chain): what the
+        gates took out of the computation, whether or not the layout physically removed them."""
+        return self.closed_gated_weights / self.gated_weights if self.gated_weights else 0.0
+
+    @property
+    def closed_share_of_total(self) -> float:
+        return self.closed_parameters / self.dense_parameters if self.dense_parameters else 0.0
 
     @property
     def closed_row_fraction(self) -> float:
@@ -63,7 +85,7 @@ class ParameterAccounting:
         """Raw counts plus every derived share, ready for JSON."""
         out = asdict(self)
         for name in ("closed_row_fraction", "closed_col_fraction", "removed_share_of_gated",
-                     "removed_share_of_total", "trainable_share"):
+                     "removed_share_of_total", "closed_share_of_gated", "closed_share_of_total", "trainable_share"):
             out[name] = getattr(self, name)
         return out
 
@@ -75,11 +97,21 @@ def _from_records(
     gate_counts: Mapping[str, int],
 ) -> ParameterAccounting:
     gated = [r for r in records.values() if r["gated"]]
-    removed_weights = sum(r["out_features"] * r["in_features"] - r["kept_out"] * r["kept_in"] for r in records.values())
-    removed_gated = sum(r["out_features"] * r["in_features"] - r["kept_out"] * r["kept_in"] for r in gated)
-    removed_bias = sum(r["out_features"] - r["kept_out"] for r in records.values() if r["bias"])
+
+    def gone(recs, out_key: str, in_key: str) -> tuple[int, int]:  # weights, biases outside out x in kept
+        recs = list(recs)
+        return (sum(r["out_features"] * r["in_features"] - r.get(out_key, r["kept_out"]) * r.get(in_key, r["kept_in"])
+                    for r in recs),
+                sum(r["out_features"] - r.get(out_key, r["kept_out"]) for r in recs if r["bias"]))
+
+    removed_weights, removed_bias = gone(records.values(), "kept_out", "kept_in")
+    removed_gated, _ = gone(gated, "kept_out", "kept_in")
+    closed_weights, closed_bias = gone(records.values(), "alive_out", "alive_in")
+    closed_gated, _ = gone(gated, "alive_out", "alive_in")
     removed = removed_weights + removed_bias
     return ParameterAccounting(
+        closed_gated_weights=closed_gated,
+        closed_parameters=closed_weights + closed_bias,
         dense_parameters=dense_parameters,
         remaining_parameters=dense_parameters - removed,
         trainable_parameters=trainable,

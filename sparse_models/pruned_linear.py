@@ -62,13 +62,18 @@ class PrunedLinear(nn.Module):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.gather_in or self.scatter_out):
+            return F.linear(x, self.weight, self.bias)
+        # Index work on a 2-D (tokens, features) view: on CPU a last-dimension gather of a 3-D
+        # (batch, length, features) tensor measured 4-5x slower than the same gather on its 2-D view.
+        lead = x.shape[:-1]
+        x = x.reshape(-1, x.shape[-1])
         if self.gather_in:
-            x = x.index_select(-1, self.in_index)
+            x = x.index_select(1, self.in_index)
         y = F.linear(x, self.weight, self.bias)
-        if not self.scatter_out:
-            return y
-        out = y.new_zeros(*y.shape[:-1], self.out_features)
-        return out.index_copy_(-1, self.out_index, y)
+        if self.scatter_out:
+            y = y.new_zeros(y.shape[0], self.out_features).index_copy_(1, self.out_index, y)
+        return y.reshape(*lead, y.shape[-1])
 
     def extra_repr(self) -> str:
         return (

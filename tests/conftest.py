@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Layout timings (merge_and_unload's cost model) go to a cache of the test session, not the user's.
+os.environ["GLUE_SPARSE_CACHE"] = tempfile.mkdtemp(prefix="glue_sparse_cache_")
 
 REPO = Path(__file__).resolve().parents[1]
 _SHARED = Path(os.environ.get("GLUE_SPARSE_SHARED_DATA", REPO.parent / "shared" / "data"))

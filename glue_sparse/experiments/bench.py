@@ -8,6 +8,7 @@ package version, so finished work is skipped and an interrupted bench resumes wh
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -28,6 +29,7 @@ from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
 from glue_sparse_tasks.scoring import chance_score
+from sparse_models.accounting import parameter_accounting
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
 from sparse_models.trainer import sparse_gates_tuner
 
@@ -212,32 +214,41 @@ def flat_metrics_from_lm_eval(task: str, metrics: dict[str, float]) -> dict[str,
 
 
 def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None) -> dict[str, Any]:
-    """CPU ms per batch on the first validation docs: the dense architecture, and the pruned model."""
+    """CPU ms per batch on the first validation docs: the dense architecture, and the pruned model.
+
+    A gates adapter is pruned here, on the machine that times it (the layout is chosen by timing on
+    this machine, see ``layout_costs``); other runs time the pruned model they saved. The entry records
+    what the timed model closed and physically removed."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
-
     ckpt = describe_checkpoint(task_dir)
     model, tokenizer = load_classifier(ckpt, torch.float32, "cpu")
+    pruned = None
     if ckpt.kind == "adapter":
-
-        model = model.merge_and_unload(prune=False) if sparse_gates_tuner(model) else model.merge_and_unload()
+        if sparse_gates_tuner(model):
+            pruned = copy.deepcopy(model).merge_and_unload()
+            model = model.merge_and_unload(prune=False)
+        else:
+            model = model.merge_and_unload()
     split = evaluation_split(task)
     rows, _ = load_glue_rows(task, split, data_dir, limit=bench.latency_docs, use_hub=bench.use_hub)
     fields = GLUE_TASKS[task].text_fields
     bs = bench.latency_batch_size
     batches = [dict(tokenizer(*[[r[f] for r in rows[i:i + bs]] for f in fields], padding=True, truncation=True,
                               max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
-    models = [model.eval()]
-    pruned_dir = task_dir / PRUNED_SUBDIR
-    if pruned_dir.is_dir():
-        models.append(AutoModelForSequenceClassification.from_pretrained(pruned_dir).eval())
+    if pruned is None and (task_dir / PRUNED_SUBDIR).is_dir():
+        pruned = AutoModelForSequenceClassification.from_pretrained(task_dir / PRUNED_SUBDIR)
+    models = [model.eval()] + ([pruned.eval()] if pruned is not None else [])
     seconds = time_forwards(models, batches, bench.latency_rounds)
     out = {"docs": len(rows), "batch_size": bs, "batches": len(batches), "threads": torch.get_num_threads(),
            "dense_ms_per_batch": 1000 * seconds[0] / len(batches)}
-    if len(seconds) > 1:
+    if pruned is not None:
+        accounting = parameter_accounting(pruned)
         out["pruned_ms_per_batch"] = 1000 * seconds[1] / len(batches)
         out["latency_ratio"] = seconds[0] / seconds[1]
+        out["closed_share_of_gated"] = accounting.closed_share_of_gated
+        out["removed_share_of_gated"] = accounting.removed_share_of_gated
     return out
 
 

@@ -10,6 +10,7 @@ import copy
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import torch
@@ -19,22 +20,24 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from glue_sparse.experiments.options import option
 from glue_sparse.experiments.packaged import minilm_path, model_identity
-from glue_sparse_tasks.atomic import write_json_atomic
+from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.accounting import parameter_accounting
 from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
+from sparse_models.sparse_gates.pruning import LAYOUTS
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
-           "time_forwards", "compare_dense_pruned"]
+           "time_forwards", "compare_layouts", "ideal_seconds"]
 
 
 @dataclass
 class SpeedRow:
     level: str
-    removed_share_of_gated: float
+    removed_share_of_gated: float  # physically removed (what the layout took out of the matrices)
     removed_share_of_total: float
     batch_size: int
     batches: int
@@ -44,6 +47,8 @@ class SpeedRow:
     latency_ratio: float
     flop_ratio: float
     ideal_ms: float | None = None  # same shapes, no index work (see ``ideal_seconds``)
+    closed_share_of_gated: float | None = None  # closed by the gates (removed or kept as folded zeros)
+    layout: str = "auto"
 
     @property
     def share_of_ideal(self) -> float | None:
@@ -113,66 +118,86 @@ def time_forwards(models: Sequence[nn.Module], batches: Sequence[dict], rounds: 
 
 
 @torch.inference_mode()
-def _linear_seconds(shapes: Sequence[tuple[int, int, int]], rounds: int) -> float:
-    """Median seconds of one pass of plain, contiguous ``F.linear`` calls of (tokens, in) x (out, in)."""
+def _linear_seconds(shape_sets: Sequence[Sequence[tuple[int, int, int]]], rounds: int) -> list[float]:
+    """Median seconds of one pass of plain, contiguous ``F.linear`` calls of (tokens, in) x (out, in), for
+    each set of shapes; the sets' rounds are interleaved so they share the machine state."""
     generator = torch.Generator().manual_seed(0)
-    calls = [(torch.randn(t, i, generator=generator), torch.randn(o, i, generator=generator), torch.zeros(o))
-             for t, i, o in shapes]
-    samples = []
+    call_sets = [[(torch.randn(t, i, generator=generator), torch.randn(o, i, generator=generator), torch.zeros(o))
+                  for t, i, o in shapes] for shapes in shape_sets]
+    samples: list[list[float]] = [[] for _ in call_sets]
     for round_index in range(rounds + 1):
-        start = time.perf_counter()
-        for x, w, b in calls:
-            nn.functional.linear(x, w, b)
-        if round_index:
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        for i, calls in enumerate(call_sets):
+            start = time.perf_counter()
+            for x, w, b in calls:
+                nn.functional.linear(x, w, b)
+            if round_index:
+                samples[i].append(time.perf_counter() - start)
+    return [statistics.median(s) for s in samples]
 
 
 def ideal_seconds(dense: nn.Module, pruned: nn.Module, batches: Sequence[dict], dense_seconds: float,
                   rounds: int) -> float:
     """The limit pruning can reach: the dense forward with every pruned matrix's time replaced by that of
-    the same matrix shrunk to its kept rows and columns, fed contiguous inputs (no gather, no scatter).
-    Both matrix timings run here, on the token counts of ``batches``, so they share the machine state."""
-    kept = {name: tuple(m.weight.shape) for name, m in pruned.named_modules() if isinstance(m, PrunedLinear)}
+    the same matrix shrunk to its open rows and columns (everything the gates closed gone, whatever the
+    layout kept), fed contiguous inputs (no gather, no scatter). Both matrix timings run here,
+    interleaved, on the token counts of ``batches``, so they share the machine state."""
+    records = pruned.config.pruned_modules
+    kept = {name: (r.get("alive_out", r["kept_out"]), r.get("alive_in", r["kept_in"])) for name, r in records.items()}
     full, shrunk = [], []
     for name, module in dense.named_modules():
         match = next((k for k in kept if k == name or k.endswith("." + name) or name.endswith("." + k)), None)
         if match is None or not isinstance(module, nn.Linear):
             continue
-        kept_out, kept_in = kept[match]
+        alive_out, alive_in = kept[match]
         for batch in batches:
             tokens = batch["input_ids"].numel()
             full.append((tokens, module.in_features, module.out_features))
-            shrunk.append((tokens, kept_in, kept_out))
-    return dense_seconds - _linear_seconds(full, rounds) + _linear_seconds(shrunk, rounds)
+            shrunk.append((tokens, alive_in, alive_out))
+    full_s, shrunk_s = _linear_seconds([full, shrunk], rounds)
+    return dense_seconds - full_s + shrunk_s
 
 
-def compare_dense_pruned(
+def compare_layouts(
     dense: nn.Module,
-    pruned: nn.Module,
+    pruned: dict[str, nn.Module],
     batches: Sequence[dict],
     level: str,
     rounds: int = 5,
-) -> SpeedRow:
-    """One table row: latency and FLOP ratios of ``dense`` over ``pruned`` on the same batches."""
-    accounting = parameter_accounting(pruned)
-    dense_s, pruned_s = time_forwards([dense.eval(), pruned.eval()], batches, rounds)
+) -> list[SpeedRow]:
+    """One table row per pruned model (keyed by layout): latency and FLOP ratios over ``dense`` on the
+    same batches. Dense and every pruned model are timed round by round in one loop, so a change in
+    the machine's state hits them alike; the ideal is computed once (it depends only on what the
+    gates closed)."""
+    layouts = list(pruned)
+    seconds = time_forwards([dense.eval(), *(pruned[layout].eval() for layout in layouts)], batches, rounds)
+    dense_s = seconds[0]
     shapes = [tuple(b["input_ids"].shape) for b in batches]
     dense_flops = sum(forward_flops(dense, b, l) for b, l in shapes)
-    pruned_flops = sum(forward_flops(pruned, b, l) for b, l in shapes)
-    return SpeedRow(
-        level=level,
-        removed_share_of_gated=accounting.removed_share_of_gated,
-        removed_share_of_total=accounting.removed_share_of_total,
-        batch_size=shapes[0][0],
-        batches=len(batches),
-        tokens=sum(b * l for b, l in shapes),
-        dense_ms=1000 * dense_s / len(batches),
-        pruned_ms=1000 * pruned_s / len(batches),
-        latency_ratio=dense_s / pruned_s,
-        flop_ratio=dense_flops / pruned_flops,
-        ideal_ms=1000 * ideal_seconds(dense, pruned, batches, dense_s, rounds) / len(batches),
-    )
+    ideal_s = ideal_seconds(dense, pruned[layouts[0]], batches, dense_s, rounds)
+    rows = []
+    for layout, pruned_s in zip(layouts, seconds[1:]):
+        accounting = parameter_accounting(pruned[layout])
+        rows.append(SpeedRow(
+            level=level,
+            removed_share_of_gated=accounting.removed_share_of_gated,
+            removed_share_of_total=accounting.removed_share_of_total,
+            batch_size=shapes[0][0],
+            batches=len(batches),
+            tokens=sum(b * l for b, l in shapes),
+            dense_ms=1000 * dense_s / len(batches),
+            pruned_ms=1000 * pruned_s / len(batches),
+            latency_ratio=dense_s / pruned_s,
+            flop_ratio=dense_flops / sum(forward_flops(pruned[layout], b, l) for b, l in shapes),
+            ideal_ms=1000 * ideal_s / len(batches),
+            closed_share_of_gated=accounting.closed_share_of_gated,
+            layout=layout,
+        ))
+    return rows
+
+
+def _mean_length(batches: Sequence[dict]) -> int:
+    """Mean padded length of ``batches``: the token count the layout is chosen for is batch x this."""
+    return round(statistics.mean(b["input_ids"].shape[1] for b in batches))
 
 
 def tokenized_batches(tokenizer: Any, texts: Iterable[str], batch_size: int, n_batches: int,
@@ -194,9 +219,14 @@ class SpeedOptions:
     removed: str = option("0.2,0.4,0.6", "shares of gated weights to remove with random closed patterns")
     adapter: list[str] = option(help="trained sparse-gates adapter folder(s) to time as well", default_factory=list)
     batch_sizes: str = option("32,1", "batch sizes to time")
+    align: int = option(DEFAULT_ALIGN, "round kept row/column counts up to this multiple with closed ones "
+                                       "(1: remove exactly what the gates closed)")
     batches: int = option(8, "batches per timing round")
     rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
+    layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
+                                              "default: timed per layer), keep (no index work), remove (every "
+                                              "closed row/column, with its index work)")
     data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences")
     output: str | None = option(None, "write the rows as JSON here (atomically)")
 
@@ -243,19 +273,82 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         candidates.append((f"random {level:.0%} (rows/cols closed {fraction:.1%})", gated))
     for path in options.adapter:
         candidates.append((f"trained {path}", PeftModel.from_pretrained(copy.deepcopy(dense), path)))
+    layouts = [x for x in options.layouts.split(",") if x]
+    if bad := [x for x in layouts if x not in LAYOUTS]:
+        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}")
     rows = []
-    print(f"{'level':<42} {'batch':>5} {'removed gated':>13} {'removed total':>13} {'dense ms':>9} "
+    print(f"{'level':<42} {'layout':>6} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
           f"{'pruned ms':>9} {'ideal ms':>9} {'latency x':>9} {'ideal x':>8} {'of ideal':>8} {'FLOP x':>7}")
+    tokens = max(batch_sizes) * _mean_length(batches[max(batch_sizes)])
     for label, gated in candidates:
-        pruned = gated.eval().merge_and_unload()
+        pruned = {layout: copy.deepcopy(gated).eval().merge_and_unload(layout=layout, layout_tokens=tokens,
+                                                                         align=options.align)
+                  for layout in layouts}
         for bs in batch_sizes:
-            row = compare_dense_pruned(dense, pruned, batches[bs], label, rounds=options.rounds)
-            rows.append(row.to_dict())
-            print(f"{label:<42} {bs:>5} {row.removed_share_of_gated:>13.1%} {row.removed_share_of_total:>13.1%} "
-                  f"{row.dense_ms:>9.2f} {row.pruned_ms:>9.2f} {row.ideal_ms:>9.2f} {row.latency_ratio:>9.2f} "
-                  f"{row.dense_ms / row.ideal_ms:>8.2f} {row.share_of_ideal:>8.0%} {row.flop_ratio:>7.2f}", flush=True)
+            for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds):
+                rows.append(row.to_dict())
+                print(f"{label:<42} {row.layout:>6} {bs:>5} {row.closed_share_of_gated:>7.1%} "
+                      f"{row.removed_share_of_gated:>7.1%} {row.dense_ms:>9.2f} {row.pruned_ms:>9.2f} "
+                      f"{row.ideal_ms:>9.2f} {row.latency_ratio:>9.2f} {row.dense_ms / row.ideal_ms:>8.2f} "
+                      f"{row.share_of_ideal:>8.0%} {row.flop_ratio:>7.2f}", flush=True)
+    targets = speed_targets(rows)
+    print("\n" + "\n".join(targets))
     if options.output:
-        write_json_atomic(options.output, {"model": name, "texts": source, "threads": torch.get_num_threads(),
-                                           "rows": rows})
-        print(f"\nwrote {options.output}")
+        meta = {"model": name, "texts": source, "threads": torch.get_num_threads(), "rounds": options.rounds,
+                "batches": options.batches, "align": options.align}
+        write_json_atomic(options.output, {**meta, "rows": rows})
+        markdown = Path(options.output).with_suffix(".md")
+        write_text_atomic(markdown, speed_markdown(rows, meta, targets))
+        print(f"\nwrote {options.output} and {markdown}")
     return rows
+
+
+#: Issue #15's targets, checked on the default layout at batch 32.
+NEVER_SLOWER_LEVELS = (0.1, 0.2, 0.4, 0.6)
+SPEEDUP_TARGET = (0.4, 1.3)
+IDEAL_SHARE_TARGET = ((0.4, 0.6), 0.85)
+
+
+def speed_targets(rows: Sequence[dict[str, Any]], layout: str = "auto", batch_size: int = 32) -> list[str]:
+    """Met/missed lines, with margins, for the random patterns of the default layout at batch 32."""
+    mine = {round(r["closed_share_of_gated"], 2): r for r in rows
+            if r["layout"] == layout and r["batch_size"] == batch_size and r["level"].startswith("random")}
+    lines = []
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    for level in NEVER_SLOWER_LEVELS:
+        if level in mine:
+            x = mine[level]["latency_ratio"]
+            lines.append(f"- never slower than dense at {level:.0%} closed: {x:.2f}x, {verdict(x >= 1.0)} "
+                         f"(margin {x - 1.0:+.2f})")
+    level, target = SPEEDUP_TARGET
+    if level in mine:
+        x = mine[level]["latency_ratio"]
+        lines.append(f"- >= {target}x at {level:.0%} closed: {x:.2f}x, {verdict(x >= target)} (margin {x - target:+.2f})")
+    levels, share = IDEAL_SHARE_TARGET
+    for level in levels:
+        if level in mine:
+            got = mine[level]["share_of_ideal"]
+            lines.append(f"- >= {share:.0%} of the ideal speed-up at {level:.0%} closed: {got:.0%}, "
+                         f"{verdict(got >= share)} (margin {100 * (got - share):+.0f} points)")
+    return [f"Targets ({layout} layout, batch {batch_size}, random patterns):", *lines] if lines else []
+
+
+def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets: Sequence[str]) -> str:
+    """The committed table: one line per (pattern, layout, batch), then the targets."""
+    out = [f"# Dense vs pruned latency: {meta['model']}", "",
+           f"Texts: {meta['texts']}; {meta['threads']} threads; {meta['batches']} batches x {meta['rounds']} "
+           f"rounds (median, warm-up dropped), dense and every layout of a pattern timed in one interleaved loop; "
+           f"kept counts aligned to {meta['align']}. `closed` = gated weights whose row or column the gates "
+           "closed; `removed` = gated weights physically gone in that layout; `ideal` = the dense forward "
+           "with each gated matrix timed shrunk to its open rows and columns, without index work.", "",
+           "| pattern | layout | batch | closed % | removed % | dense ms | pruned ms | ideal ms | latency x | "
+           "ideal x | of ideal | FLOP x |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['level']} | {r['layout']} | {r['batch_size']} | {100 * r['closed_share_of_gated']:.1f} | "
+                   f"{100 * r['removed_share_of_gated']:.1f} | {r['dense_ms']:.2f} | {r['pruned_ms']:.2f} | "
+                   f"{r['ideal_ms']:.2f} | {r['latency_ratio']:.2f} | {r['dense_ms'] / r['ideal_ms']:.2f} | "
+                   f"{100 * r['share_of_ideal']:.0f}% | {r['flop_ratio']:.2f} |")
+    return "\n".join(out + ["", *targets, ""])

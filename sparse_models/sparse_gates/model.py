@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Optional
+from typing import Mapping, Optional
 
 import torch
 from peft import LoraConfig, inject_adapter_in_model
@@ -16,7 +16,8 @@ from sparse_models.architectures import DEFAULT_TARGET_MODULES, default_target_m
 from sparse_models.modules import unwrap_gated_model
 from sparse_models.sparse_gates.config import SparseGatesConfig
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
-from sparse_models.sparse_gates.pruning import plan_pruning, prune_dense_model
+from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN, DEFAULT_LAYOUT_TOKENS, choose_sides
+from sparse_models.sparse_gates.pruning import LAYOUTS, Side, plan_pruning, prune_dense_model
 
 
 class SparseGatesModel(BaseTuner):
@@ -158,8 +159,20 @@ class SparseGatesModel(BaseTuner):
         safe_merge: bool = False,
         adapter_names: Optional[list[str]] = None,
         prune: bool = True,
+        layout: str | Mapping[str, Side] = "auto",
+        layout_tokens: int = DEFAULT_LAYOUT_TOKENS,
+        align: int = DEFAULT_ALIGN,
     ) -> nn.Module:
         """Fold the evaluation gates into the weights and, with ``prune=True``, remove closed rows/columns.
+
+        ``layout`` says what happens to closed rows/columns whose removal needs index work (a gather from
+        or scatter into a full-width tensor): ``"auto"`` (default) times both ways per layer at
+        ``layout_tokens`` tokens per forward on this machine and keeps the faster (cached; see
+        ``layout_costs``), ``"remove"`` always removes them, ``"keep"`` keeps them as folded zeros. Every
+        layout gives the same outputs; the pruned config records what was closed and what was removed.
+        ``align`` rounds every kept row/column count up to a multiple of it with closed ones (folded
+        zeros): matrix kernels are slower on odd widths. ``layout="remove", align=1`` removes exactly
+        what the gates closed.
 
         A model in training mode is merged with its deterministic evaluation gates (a warning says so):
         noisy training gates are never folded.
@@ -180,7 +193,13 @@ class SparseGatesModel(BaseTuner):
             merged.train(was_training)
             return merged
 
-        plan = plan_pruning(self.model)
+        if isinstance(layout, str) and layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS} or a per-module mapping, got {layout!r}")
+        plan = plan_pruning(self.model).aligned(align)
+        if layout == "auto":
+            weight = next(self.model.parameters())
+            layout = choose_sides(plan, layout_tokens, dtype=weight.dtype, device=weight.device)
+        plan = plan.with_layout(layout)
         trainable = trained_parameter_count(self)  # before unloading: the adapter's own tensors
         dense = self._unload_and_optionally_merge(
             progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names

@@ -1,0 +1,147 @@
+"""Whether removing a layer's closed rows and columns pays for its index work, decided by timing.
+
+Removing the closed columns of a layer whose input arrives at full width costs a gather; removing
+closed rows whose output must go back to full width (the residual stream, the attention reshape)
+costs a scatter. On CPU either can cost more than the smaller matrix saves (at 10-20% removal it
+does). ``choose_sides`` times every candidate layout of each such layer (the real ``PrunedLinear``
+forward, or the plain matrix when nothing is removed, on random inputs of a nominal token count) and
+keeps the fastest. Closed weights kept as folded zeros give the same output as removing them, so
+every choice is exact; only speed differs.
+
+Timings are cached per machine and shape in one JSON file (``$GLUE_SPARSE_CACHE`` or
+``~/.cache/glue_sparse``), keyed by a hash of everything that changes them (CPU, torch, threads, the
+``PrunedLinear`` source, dtype, device, token count and shapes), so each shape is timed once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import platform
+import time
+from itertools import product
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from glue_sparse_tasks.atomic import write_json_atomic
+from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.sparse_gates.pruning import KEEP, REMOVE, ModulePlan, PruningPlan, Side
+
+__all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides", "choose_sides"]
+
+#: Tokens per forward the choice is made for: a GLUE batch of 32 at about 64 tokens.
+DEFAULT_LAYOUT_TOKENS = 2048
+#: Kept row/column counts are rounded up to this multiple (AVX-512 holds 16 fp32 values; odd widths
+#: measured up to 1.4x slower on this project's 2-core CPU).
+DEFAULT_ALIGN = 16
+#: A layout with more index operations must beat a simpler one by this share per extra operation, so
+#: timing noise does not buy index work that saves nothing.
+INDEX_OP_MARGIN = 0.02
+_ROUNDS = 7
+_CACHE_ENV = "GLUE_SPARSE_CACHE"
+
+
+def cache_path() -> Path:
+    root = os.environ.get(_CACHE_ENV) or Path.home() / ".cache" / "glue_sparse"
+    return Path(root) / "layout_timings.json"
+
+
+def _implementation() -> str:
+    """A hash of the code being timed, so a faster or slower ``PrunedLinear`` is timed afresh."""
+    return hashlib.sha256(inspect.getsource(PrunedLinear).encode()).hexdigest()[:12]
+
+
+def _machine() -> dict[str, str | int]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "torch": torch.__version__, "threads": torch.get_num_threads(), "code": _implementation()}
+
+
+def candidate_sides(plan: ModulePlan) -> list[Side]:
+    """Every layout of this layer: remove or keep for each side that needs index work."""
+    cols = (REMOVE, KEEP) if plan.gather_in else (REMOVE,)
+    rows = (REMOVE, KEEP) if plan.scatter_out else (REMOVE,)
+    return [Side(c, r) for c, r in product(cols, rows)]
+
+
+def _shape_key(plan: ModulePlan, tokens: int, dtype: torch.dtype, device: torch.device) -> dict:
+    return {"tokens": tokens, "dtype": str(dtype), "device": device.type, "in": plan.in_features,
+            "out": plan.out_features, "kept_in": len(plan.kept_in), "kept_out": len(plan.kept_out),
+            "gather_in": plan.gather_in, "scatter_out": plan.scatter_out, "bias": plan.has_bias}
+
+
+def _index_ops(plan: ModulePlan) -> int:
+    return int(plan.gather_in) + int(plan.scatter_out)
+
+
+@torch.inference_mode()
+def _time_layouts(plans: list[ModulePlan], tokens: int, dtype: torch.dtype, device: torch.device) -> list[float]:
+    """Fastest of ``_ROUNDS`` forwards for each layout (rounds interleaved, a warm-up round dropped):
+    the minimum, as for any micro-benchmark, because noise only ever adds time."""
+    generator = torch.Generator().manual_seed(0)
+    calls = []
+    for plan in plans:
+        width = plan.in_features if plan.gather_in or len(plan.kept_in) == plan.in_features else len(plan.kept_in)
+        x = torch.randn(tokens, width, generator=generator).to(device=device, dtype=dtype)
+        weight = torch.randn(plan.out_features, plan.in_features, generator=generator).to(device=device, dtype=dtype)
+        bias = torch.zeros(plan.out_features, device=device, dtype=dtype) if plan.has_bias else None
+        if plan.changed:
+            layer = PrunedLinear.from_dense(weight, bias, plan.kept_in.to(device), plan.kept_out.to(device),
+                                            plan.gather_in, plan.scatter_out)
+            calls.append((layer, x))
+        else:
+            calls.append((lambda inp, w=weight, b=bias: F.linear(inp, w, b), x))
+    samples: list[list[float]] = [[] for _ in calls]
+    for round_index in range(_ROUNDS + 1):
+        for i, (fn, x) in enumerate(calls):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            fn(x)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if round_index:
+                samples[i].append(time.perf_counter() - start)
+    return [min(s) for s in samples]
+
+
+def choose_sides(plan: PruningPlan, tokens: int = DEFAULT_LAYOUT_TOKENS, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu", cache: Path | None = None) -> dict[str, Side]:
+    """The fastest exact layout of every layer with a choice, by timing (cached per machine and shape)."""
+    device = torch.device(device)
+    cache = cache or cache_path()
+    try:
+        timings: dict[str, float] = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        timings = {}
+    machine = _machine()
+    fresh = False
+    chosen: dict[str, Side] = {}
+    for name, module_plan in plan.modules.items():
+        sides = candidate_sides(module_plan)
+        if len(sides) == 1:
+            continue
+        layouts = [module_plan.with_side(side) for side in sides]
+        keys = [hashlib.sha256(json.dumps({**machine, **_shape_key(p, tokens, dtype, device)},
+                                          sort_keys=True).encode()).hexdigest()[:24] for p in layouts]
+        missing = [i for i, k in enumerate(keys) if k not in timings]
+        if missing:
+            for i, seconds in zip(missing, _time_layouts([layouts[i] for i in missing], tokens, dtype, device)):
+                timings[keys[i]] = seconds
+            fresh = True
+        costs = [timings[k] * (1 + INDEX_OP_MARGIN * _index_ops(p)) for k, p in zip(keys, layouts)]
+        chosen[name] = sides[min(range(len(sides)), key=costs.__getitem__)]
+    if fresh:
+        try:
+            write_json_atomic(cache, timings)
+        except OSError:  # a read-only home still prunes; it just times again next time
+            pass
+    return chosen
