@@ -67,3 +67,8 @@ def test_protocol_function_defaults_are_the_option_defaults():
 def test_finetune_config_is_training_options_plus_what_it_trains_on():
     extra = {f.name for f in dataclasses.fields(FinetuneConfig)} - {f.name for f in dataclasses.fields(TrainingOptions)}
     assert extra == {"task", "seed", "base_model"}
+
+
+def test_a_repeated_list_flag_adds_instead_of_replacing():
+    args = build_parser().parse_args(["speed", "--adapter", "a", "--adapter", "b", "c"])
+    assert args.adapter == ["a", "b", "c"]  # argparse alone would keep only the last --adapter

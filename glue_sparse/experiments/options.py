@@ -11,9 +11,11 @@ def option(default: Any = None, help: str = "", aliases: tuple[str, ...] = (), *
     """A dataclass field with ``help`` (and the default appended to it) and optional extra flag names."""
     if default is not None and not isinstance(default, bool) and "default" not in help:
         help = f"{help} (default {default:g})" if isinstance(default, float) else f"{help} (default {default})"
-    metadata = {"help": help, **({"aliases": list(aliases)} if aliases else {})}
-    if "default_factory" in kwargs:
-        return field(default_factory=kwargs.pop("default_factory"), metadata=metadata)
+    factory = kwargs.pop("default_factory", None)
+    # anything else goes to argparse as is (e.g. action="extend": a repeated flag adds, not replaces)
+    metadata = {"help": help, **({"aliases": list(aliases)} if aliases else {}), **kwargs}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
 
 

@@ -217,7 +217,8 @@ class SpeedOptions:
 
     model: str | None = option(None, "encoder folder or Hub name (default: the packaged MiniLM)")
     removed: str = option("0.2,0.4,0.6", "shares of gated weights to remove with random closed patterns")
-    adapter: list[str] = option(help="trained sparse-gates adapter folder(s) to time as well", default_factory=list)
+    adapter: list[str] = option(help="trained sparse-gates adapter folder(s) to time as well (repeatable)",
+                                default_factory=list, action="extend")
     batch_sizes: str = option("32,1", "batch sizes to time")
     align: int = option(DEFAULT_ALIGN, "round kept row/column counts up to this multiple with closed ones "
                                        "(1: remove exactly what the gates closed)")
