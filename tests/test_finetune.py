@@ -63,7 +63,9 @@ def test_every_method_trains_and_writes_a_complete_run(method, tiny_base, glue_f
         assert record["accounting"]["trainable_parameters"] < record["accounting"]["dense_parameters"] / 10
     if method.startswith("gates"):
         assert (task_dir / "pruned" / "config.json").is_file()
-        assert record["pruned"]["accounting"]["removed_parameters"] == record["accounting"]["removed_parameters"]
+        # the pruned model closes what the adapter closed; its layout may keep some as folded zeros
+        pruned = record["pruned"]["accounting"]
+        assert pruned["closed_parameters"] == record["accounting"]["removed_parameters"] >= pruned["removed_parameters"]
 
 
 def test_gates_run_trains_only_gates_biases_and_head(tiny_base, glue_fixture_dir, tmp_path):

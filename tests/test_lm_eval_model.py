@@ -118,7 +118,7 @@ def test_gated_adapter_and_its_pruned_model_give_the_same_metrics(tmp_path, glue
                for r in results.values()]
     assert metrics[0] == metrics[1] == metrics[2]
     accounting = [json.loads((tmp_path / f"{n}.json").read_text())["tasks"]["mnli"]["accounting"] for n in results]
-    assert accounting[0]["removed_parameters"] == accounting[1]["removed_parameters"] > 0
+    assert accounting[0]["closed_parameters"] == accounting[1]["closed_parameters"] > 0  # the layout may keep some
     assert accounting[0]["trainable_parameters"] == accounting[1]["trainable_parameters"] > 0
 
 
