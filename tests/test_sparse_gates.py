@@ -22,7 +22,7 @@ from sparse_models import (
     gates,
     parameter_accounting,
 )
-from sparse_models.sparse_gates.layout_costs import candidate_sides
+from sparse_models.sparse_gates.layout_costs import candidate_sides, choose_sides
 from sparse_models.sparse_gates.pruning import Side
 from tests.tiny_models import BUILDERS, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
 
@@ -341,3 +341,20 @@ def test_registration_with_peft_and_auto_classes():
         import importlib
 
         importlib.reload(sparse_models.sparse_gates)  # registering twice is harmless
+
+
+def test_layout_timings_are_cached_by_machine_and_shape(tmp_path):
+    model = _gated("bert")
+    set_gate_pattern(model)
+    plan = sparse_models.plan_pruning(model)
+    cache = tmp_path / "layout_timings.json"
+    first = choose_sides(plan, tokens=64, cache=cache)
+    timings = json.loads(cache.read_text())
+    # one timing per candidate layout of every layer that has a choice (same shapes share an entry)
+    assert first and 0 < len(timings) <= sum(len(candidate_sides(p)) for p in plan.modules.values())
+    assert all(side in candidate_sides(plan.modules[name]) for name, side in first.items())
+    stamp = cache.stat().st_mtime_ns
+    assert choose_sides(plan, tokens=64, cache=cache) == first  # read back, not timed again
+    assert cache.stat().st_mtime_ns == stamp
+    choose_sides(plan, tokens=128, cache=cache)  # another token count is another key
+    assert len(json.loads(cache.read_text())) > len(timings)
