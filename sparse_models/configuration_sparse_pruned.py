@@ -15,7 +15,8 @@ class SparsePrunedConfig(PretrainedConfig):
     ``pruned_modules`` maps a module name to ``{out_features, in_features, kept_out, kept_in,
     gather_in, scatter_out, bias, gated}``. ``dense_parameters`` is the parameter count before
     pruning, ``trainable_parameters`` the count trained before pruning and ``gate_counts`` the closed/total rows and columns of the gates, so the accounting
-    of a saved pruned model needs nothing but this file.
+    of a saved pruned model needs nothing but this file. ``attention_head_sizes`` maps a self-attention
+    module narrowed per head to its reduced head size.
     """
 
     model_type = "sparse_gated"  # kept from before the rename, so every saved pruned checkpoint still loads
@@ -29,6 +30,7 @@ class SparsePrunedConfig(PretrainedConfig):
         dense_parameters: int = 0,
         gate_counts: dict[str, int] | None = None,
         trainable_parameters: int | None = None,
+        attention_head_sizes: dict[str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         if head not in HEADS:
@@ -39,6 +41,7 @@ class SparsePrunedConfig(PretrainedConfig):
         self.dense_parameters = int(dense_parameters)
         self.gate_counts = dict(gate_counts or {})
         self.trainable_parameters = trainable_parameters
+        self.attention_head_sizes = dict(attention_head_sizes or {})
         if self.base_config:
             for key in ("id2label", "label2id", "problem_type", "pad_token_id", "eos_token_id", "bos_token_id"):
                 if key in self.base_config and key not in kwargs:

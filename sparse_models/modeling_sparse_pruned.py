@@ -50,6 +50,7 @@ class SparsePrunedPreTrainedModel(PreTrainedModel):
         if model is None:
             model = _AUTO_FOR_HEAD[config.head].from_config(config.inner_config())
             _install_pruned_shapes(model, config.pruned_modules)
+            set_attention_head_sizes(model, config.attention_head_sizes)
         self.model = model
         self.post_init()
 
@@ -97,6 +98,15 @@ def _install_pruned_shapes(model: nn.Module, records: dict[str, dict[str, Any]])
         replace_module(model, name, layer)
 
 
+def set_attention_head_sizes(model: nn.Module, sizes: dict[str, int]) -> None:
+    """Make each named self-attention reshape into its reduced head size; its ``scaling`` attribute keeps
+    the original head size's value, so scores are unchanged."""
+    for name, size in sizes.items():
+        attention = model.get_submodule(name)
+        attention.attention_head_size = size
+        attention.all_head_size = attention.num_attention_heads * size
+
+
 def _head_of(model: nn.Module) -> str:
     for head, auto in (("sequence_classification", AutoModelForSequenceClassification),
                        ("causal_lm", AutoModelForCausalLM)):
@@ -120,6 +130,7 @@ def wrap_pruned(
             "closed_cols": plan.closed_cols, "total_cols": plan.total_cols,
         },
         trainable_parameters=trainable_parameters,
+        attention_head_sizes=dict(plan.attention_head_sizes),
         architectures=[_CLASS_FOR_HEAD[head].__name__],
     )
     wrapped = _CLASS_FOR_HEAD[head](config, model=dense)

@@ -205,3 +205,15 @@ def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue
     again: list[str] = []
     run_bench(_bench(tiny_base, glue_fixture_dir, seeds=[1]), tmp_path / "ray", log=again.append, executor="ray")
     assert any("4 of 4 cells cached" in line for line in again) and not any("submitted" in l for l in again)
+
+
+def test_demo_table_shows_closed_and_removed_and_the_speed_up(finished):
+    from glue_sparse.experiments.demo import demo_table
+
+    _, store, _ = finished
+    rows = [r for r in read_store(store) if r["task"] in ("rte", "stsb")]
+    lines = demo_table(rows).splitlines()
+    assert "closed (gated)" in lines[0] and "removed" in lines[0] and "speed-up" in lines[0]
+    gates = next(line for line in lines if line.startswith("gates-0.4"))
+    assert gates.rstrip().endswith("×") and "%" in gates  # closed and removed shares, then the measured ratio
+    assert lines[-1].startswith("chance")

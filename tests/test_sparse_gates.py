@@ -49,9 +49,10 @@ def _mixed_layout(model, seed: int = 3) -> dict[str, Side]:
     return {name: generator.choice(candidate_sides(plan)) for name, plan in sparse_models.plan_pruning(model).modules.items()}
 
 
-@pytest.mark.parametrize("layout,align", [("remove", 1), ("keep", 16), ("mixed", 4), ("auto", 16)])
+@pytest.mark.parametrize("layout,align,heads", [("remove", 1, False), ("keep", 16, False), ("mixed", 4, False),
+                                                ("auto", 16, False), ("remove", 1, True), ("mixed", 4, True)])
 @pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2", "llama"])
-def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, align, tmp_path):
+def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, align, heads, tmp_path):
     model = _gated(arch)
     set_gate_pattern(model)
     model.eval()
@@ -60,7 +61,12 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, a
         gated_logits = model(**inputs).logits
     before = parameter_accounting(model)
     chosen = _mixed_layout(model) if layout == "mixed" else layout
-    pruned = model.merge_and_unload(layout=chosen, align=align)
+    pruned = model.merge_and_unload(layout=chosen, align=align, narrow_heads=heads)
+    narrowed = pruned.config.attention_head_sizes
+    if heads and arch in ("bert", "roberta"):  # every layer's heads narrowed, below the full head size of 8
+        assert len(narrowed) == 2 and all(0 < size < 8 for size in narrowed.values())
+    else:
+        assert narrowed == {}
     assert isinstance(pruned, PRUNED_CLASS[TASK_TYPES[arch]])
     with torch.no_grad():
         pruned_logits = pruned(**inputs).logits
@@ -71,10 +77,10 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, a
     assert sum(p.numel() for p in pruned.parameters()) == after.remaining_parameters
     assert after.closed_gated_weights == before.closed_gated_weights and before.closed_share_of_gated > 0.4
     assert after.removed_gated_weights <= after.closed_gated_weights
-    if layout == "remove":
+    if layout == "remove" and not heads:
         assert after == before and any(isinstance(m, PrunedLinear) for m in pruned.modules())
     for m in pruned.modules():
-        if isinstance(m, PrunedLinear):  # kept counts padded with closed rows/columns to the alignment
+        if isinstance(m, PrunedLinear) and not narrowed:  # kept counts padded with closed ones to the alignment
             assert all(n % align == 0 or n == full for n, full in zip(m.weight.shape, (m.out_features, m.in_features)))
     if layout == "keep":  # chains still narrow (no index work), nothing else is removed
         assert all(not (m.gather_in or m.scatter_out) for m in pruned.modules() if isinstance(m, PrunedLinear))

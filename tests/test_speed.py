@@ -13,10 +13,10 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
     model = save_tiny_classifier(tmp_path / "tiny", 2, seed=3)
     out = tmp_path / "speed.json"
     main(["speed", "--model", str(model), "--removed", "0.4", "--batch-sizes", "4", "--batches", "1",
-          "--rounds", "1", "--layouts", "auto,keep,remove", "--align", "1", "--data-dir", str(glue_fixture_dir),
+          "--rounds", "1", "--layouts", "auto,keep,remove,remove+heads", "--align", "1", "--data-dir", str(glue_fixture_dir),
           "--output", str(out)])
     rows = json.loads(out.read_text())["rows"]
-    assert [r["layout"] for r in rows] == ["auto", "keep", "remove"]
+    assert [r["layout"] for r in rows] == ["auto", "keep", "remove", "remove+heads"]
     assert len({r["dense_ms"] for r in rows}) == 1  # one dense timing, shared by the layouts timed with it
     by_layout = {r["layout"]: r for r in rows}
     for r in rows:  # what the gates closed is the same whatever the layout removes
@@ -25,6 +25,6 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
         assert r["pruned_ms"] > 0 and r["ideal_ms"] > 0 and r["flop_ratio"] >= 1.0
     assert by_layout["keep"]["removed_share_of_gated"] < by_layout["remove"]["removed_share_of_gated"]
     printed = capsys.readouterr().out
-    assert "closed" in printed and "removed" in printed and printed.count("random 40%") == 3
+    assert "closed" in printed and "removed" in printed and printed.count("random 40%") == 4
     table = out.with_suffix(".md").read_text()  # the committed form: table plus targets for batch 32
-    assert table.count("| random 40%") == 3 and "Targets" not in table  # batch 4 here: no batch-32 targets
+    assert table.count("| random 40%") == 4 and "Targets" not in table  # batch 4 here: no batch-32 targets

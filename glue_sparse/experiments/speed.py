@@ -227,11 +227,13 @@ class SpeedOptions:
     threads: int = option(0, "torch CPU threads (0: torch's default)")
     layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
                                               "default: timed per layer), keep (no index work), remove (every "
-                                              "closed row/column, with its index work)")
+                                              "closed row/column, with its index work); a '+heads' suffix "
+                                              "also narrows attention per head (e.g. auto+heads)")
     data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences")
     output: str | None = option(None, "write the rows as JSON here (atomically)")
 
 
+HEADS_SUFFIX = "+heads"
 SYNTHETIC_WORDS = "the film is a quiet and often funny portrait of people who".split()
 
 
@@ -275,16 +277,17 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     for path in options.adapter:
         candidates.append((f"trained {path}", PeftModel.from_pretrained(copy.deepcopy(dense), path)))
     layouts = [x for x in options.layouts.split(",") if x]
-    if bad := [x for x in layouts if x not in LAYOUTS]:
-        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}")
+    if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in LAYOUTS]:
+        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each optionally "
+                             f"with {HEADS_SUFFIX!r} (attention narrowed per head)")
     rows = []
     print(f"{'level':<42} {'layout':>6} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
           f"{'pruned ms':>9} {'ideal ms':>9} {'latency x':>9} {'ideal x':>8} {'of ideal':>8} {'FLOP x':>7}")
     tokens = max(batch_sizes) * _mean_length(batches[max(batch_sizes)])
     for label, gated in candidates:
-        pruned = {layout: copy.deepcopy(gated).eval().merge_and_unload(layout=layout, layout_tokens=tokens,
-                                                                         align=options.align)
-                  for layout in layouts}
+        pruned = {layout: copy.deepcopy(gated).eval().merge_and_unload(
+            layout=layout.removesuffix(HEADS_SUFFIX), layout_tokens=tokens, align=options.align,
+            narrow_heads=layout.endswith(HEADS_SUFFIX)) for layout in layouts}
         for bs in batch_sizes:
             for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds):
                 rows.append(row.to_dict())

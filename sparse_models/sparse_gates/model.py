@@ -162,6 +162,7 @@ class SparseGatesModel(BaseTuner):
         layout: str | Mapping[str, Side] = "auto",
         layout_tokens: int = DEFAULT_LAYOUT_TOKENS,
         align: int = DEFAULT_ALIGN,
+        narrow_heads: bool = False,
     ) -> nn.Module:
         """Fold the evaluation gates into the weights and, with ``prune=True``, remove closed rows/columns.
 
@@ -172,7 +173,9 @@ class SparseGatesModel(BaseTuner):
         layout gives the same outputs; the pruned config records what was closed and what was removed.
         ``align`` rounds every kept row/column count up to a multiple of it with closed ones (folded
         zeros): matrix kernels are slower on odd widths. ``layout="remove", align=1`` removes exactly
-        what the gates closed.
+        what the gates closed. ``narrow_heads=True`` (BERT-style encoders) narrows query, key and value
+        per head to one shared reduced head size instead (``PruningPlan.with_narrow_heads``); off by
+        default until its speed is measured.
 
         A model in training mode is merged with its deterministic evaluation gates (a warning says so):
         noisy training gates are never folded.
@@ -195,7 +198,10 @@ class SparseGatesModel(BaseTuner):
 
         if isinstance(layout, str) and layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS} or a per-module mapping, got {layout!r}")
-        plan = plan_pruning(self.model).aligned(align)
+        plan = plan_pruning(self.model)
+        if narrow_heads:
+            plan = plan.with_narrow_heads(self.model)
+        plan = plan.aligned(align)
         if layout == "auto":
             weight = next(self.model.parameters())
             layout = choose_sides(plan, layout_tokens, dtype=weight.dtype, device=weight.device)
