@@ -9,7 +9,7 @@ Removing a closed row or column costs nothing when the neighbour is narrowed wit
 elsewhere it costs a gather from, or a scatter back into, a full-width tensor. ``with_layout`` decides,
 per such side, whether to remove (pay the index work) or keep the closed weights as folded zeros (no
 index work, same output): ``"remove"`` always removes, ``"keep"`` never pays index work, and a mapping
-from module name to ``Side`` choices (see ``sparse_models.layout_costs``) picks per layer.
+from module name to ``Side`` choices (see ``sparse_models.sparse_gates.layout_costs``) picks per layer.
 """
 
 from __future__ import annotations
