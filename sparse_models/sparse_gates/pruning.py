@@ -61,7 +61,7 @@ class ModulePlan:
     scatter_out: bool
     has_bias: bool
     gated: bool
-    alive_out: int = -1  # -1: same as kept (set in __post_init__)
+    alive_out: int = -1  # -1: same as kept (set in __post_init__; ``replace`` then carries it over)
     alive_in: int = -1
     head_narrowed: bool = False  # rows (q, k, v) or columns (attention output) laid out per attention head
 
@@ -97,13 +97,11 @@ class ModulePlan:
         of the kept set alone, so the two ends of a narrowed chain pad alike."""
         if self.head_narrowed:  # the per-head layout fixes one side; pad only a residual-side input
             kept_in = _pad(self.kept_in, self.in_features, multiple) if self.gather_in else self.kept_in
-            return replace(self, kept_in=kept_in, gather_in=self.gather_in and len(kept_in) < self.in_features,
-                           alive_in=self.alive_in, alive_out=self.alive_out)
+            return replace(self, kept_in=kept_in, gather_in=self.gather_in and len(kept_in) < self.in_features)
         kept_out, kept_in = _pad(self.kept_out, self.out_features, multiple), _pad(self.kept_in, self.in_features, multiple)
         return replace(self, kept_out=kept_out, kept_in=kept_in,
                        gather_in=self.gather_in and len(kept_in) < self.in_features,
-                       scatter_out=self.scatter_out and len(kept_out) < self.out_features,
-                       alive_in=self.alive_in, alive_out=self.alive_out)
+                       scatter_out=self.scatter_out and len(kept_out) < self.out_features)
 
     def with_side(self, side: Side) -> "ModulePlan":
         """This plan with closed columns (rows) kept as folded zeros where ``side`` says ``keep``; only
@@ -114,8 +112,7 @@ class ModulePlan:
         kept_out, scatter_out = self.kept_out, self.scatter_out
         if side.rows == KEEP and self.scatter_out:
             kept_out, scatter_out = torch.arange(self.out_features), False
-        return replace(self, kept_in=kept_in, gather_in=gather_in, kept_out=kept_out, scatter_out=scatter_out,
-                       alive_in=self.alive_in, alive_out=self.alive_out)
+        return replace(self, kept_in=kept_in, gather_in=gather_in, kept_out=kept_out, scatter_out=scatter_out)
 
 
 @dataclass
@@ -162,10 +159,8 @@ class PruningPlan:
             qk_rows = _padded_heads(per_head_qk, head_dim, size)
             v_rows = _padded_heads(per_head_v, head_dim, size)
             for member, rows in ((q, qk_rows), (k, qk_rows), (v, v_rows)):
-                modules[member] = replace(modules[member], kept_out=rows, scatter_out=False, head_narrowed=True,
-                                          alive_out=modules[member].alive_out, alive_in=modules[member].alive_in)
-            modules[o] = replace(modules[o], kept_in=v_rows, gather_in=False, head_narrowed=True,
-                                 alive_out=modules[o].alive_out, alive_in=modules[o].alive_in)
+                modules[member] = replace(modules[member], kept_out=rows, scatter_out=False, head_narrowed=True)
+            modules[o] = replace(modules[o], kept_in=v_rows, gather_in=False, head_narrowed=True)
             sizes[block[:-1]] = size
         return replace(self, modules=modules, attention_head_sizes=sizes)
 
