@@ -55,6 +55,8 @@ def test_bench_runs_end_to_end_and_stores_one_row_per_combination(finished):
         if r["method"] == "gates":
             assert r["pruned_metrics"] == r["metrics"]  # pruned model scores like its adapter
             assert r["latency"]["pruned_ms_per_batch"] > 0
+            low, high = r["latency"]["latency_ratio_range"]  # paired per round (one round here: a point)
+            assert low <= r["latency"]["latency_ratio"] <= high
         else:
             assert r["pruned_metrics"] is None
     stsb = next(r for r in rows if r["task"] == "stsb")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from glue_sparse.cli.main import main
+from glue_sparse.experiments.speed import paired_speedup, speed_targets
 from tests.tiny_models import save_tiny_classifier
 
 
@@ -13,7 +14,7 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
     model = save_tiny_classifier(tmp_path / "tiny", 2, seed=3)
     out = tmp_path / "speed.json"
     main(["speed", "--model", str(model), "--removed", "0.4", "--batch-sizes", "4", "--batches", "1",
-          "--rounds", "1", "--layouts", "auto,keep,remove,remove+heads", "--align", "1", "--data-dir", str(glue_fixture_dir),
+          "--rounds", "3", "--layouts", "auto,keep,remove,remove+heads", "--align", "1", "--data-dir", str(glue_fixture_dir),
           "--output", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert [r["layout"] for r in rows] == ["auto", "keep", "remove", "remove+heads"]
@@ -23,8 +24,23 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
         assert abs(r["closed_share_of_gated"] - 0.4) < 0.03
         assert r["removed_share_of_gated"] <= r["closed_share_of_gated"] + 1e-9
         assert r["pruned_ms"] > 0 and r["ideal_ms"] > 0 and r["flop_ratio"] >= 1.0
+        assert r["latency_ratio_low"] <= r["latency_ratio"] <= r["latency_ratio_high"]  # paired, over 3 rounds
     assert by_layout["keep"]["removed_share_of_gated"] < by_layout["remove"]["removed_share_of_gated"]
     printed = capsys.readouterr().out
     assert "closed" in printed and "removed" in printed and printed.count("random 40%") == 4
     table = out.with_suffix(".md").read_text()  # the committed form: table plus targets for batch 32
     assert table.count("| random 40%") == 4 and "Targets" not in table  # batch 4 here: no batch-32 targets
+
+
+def test_paired_speedup_takes_the_ratio_within_each_round():
+    # round 3 ran during a slow stretch for the pruned side only: its ratio is an outlier, not the median
+    speedup = paired_speedup([1.0, 2.0, 1.5], [0.5, 1.0, 3.0])
+    assert (speedup.median, speedup.low, speedup.high) == (2.0, 0.5, 2.0)
+
+
+def test_speed_targets_print_the_round_range_beside_the_verdict():
+    row = {"level": "random 40%", "layout": "auto", "batch_size": 32, "closed_share_of_gated": 0.4,
+           "latency_ratio": 1.31, "latency_ratio_low": 1.22, "latency_ratio_high": 1.36, "share_of_ideal": 0.9}
+    lines = speed_targets([row])
+    assert "- >= 1.3x at 40% closed: 1.31x (rounds 1.22-1.36), met (margin +0.01)" in lines
+    assert any("never slower than dense at 40% closed: 1.31x" in line and "met" in line for line in lines)

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from typing import Any, Iterator
 
 from glue_sparse.experiments.finetune import MAGNITUDE_SOURCE, identity
 from glue_sparse.experiments.finetune_config import FinetuneConfig
-from glue_sparse.experiments.speed import time_forwards
+from glue_sparse.experiments.speed import paired_speedup, time_rounds
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.atomic import write_text_atomic
 from glue_sparse_tasks.data import load_glue_rows
@@ -240,13 +241,15 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     if pruned is None and (task_dir / PRUNED_SUBDIR).is_dir():
         pruned = AutoModelForSequenceClassification.from_pretrained(task_dir / PRUNED_SUBDIR)
     models = [model.eval()] + ([pruned.eval()] if pruned is not None else [])
-    seconds = time_forwards(models, batches, bench.latency_rounds)
+    samples = time_rounds(models, batches, bench.latency_rounds)
     out = {"docs": len(rows), "batch_size": bs, "batches": len(batches), "threads": torch.get_num_threads(),
-           "dense_ms_per_batch": 1000 * seconds[0] / len(batches)}
+           "dense_ms_per_batch": 1000 * statistics.median(samples[0]) / len(batches)}
     if pruned is not None:
         accounting = parameter_accounting(pruned)
-        out["pruned_ms_per_batch"] = 1000 * seconds[1] / len(batches)
-        out["latency_ratio"] = seconds[0] / seconds[1]
+        speedup = paired_speedup(samples[0], samples[1])
+        out["pruned_ms_per_batch"] = 1000 * statistics.median(samples[1]) / len(batches)
+        out["latency_ratio"] = speedup.median
+        out["latency_ratio_range"] = [speedup.low, speedup.high]
         out["closed_share_of_gated"] = accounting.closed_share_of_gated
         out["removed_share_of_gated"] = accounting.removed_share_of_gated
     return out
