@@ -182,7 +182,7 @@ def test_magnitude_prunes_a_full_run_to_the_share_and_refinetunes_with_masks_hel
     ({"target_removal": 0.0}, "must be in \\(0, 1\\)"),
     ({"recipe": "reference", "target_removal": 0.3}, "reference recipe cannot honour --target-removal"),
     ({"target_sparsity": 0.4, "target_removal": 0.3}, "removal recipe is steered by --target-removal alone"),
-    ({"method": "lora", "target_removal": 0.3}, "applies to gates, gates\\+lora, magnitude"),
+    ({"method": "lora", "target_removal": 0.3}, "applies to gates, gates\\+lora, gates\\+full, magnitude"),
     ({"method": "full", "from_run": "x"}, "--from applies to method 'magnitude'"),
     ({"recipe": "fast"}, "unknown recipe 'fast'"),
 ])

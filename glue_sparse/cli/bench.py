@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from glue_sparse.experiments.bench import GRID_OVERRIDES, BenchConfig, BenchConfigError, read_store, run_bench
+from glue_sparse.experiments.finetune_config import METHODS
 from glue_sparse.experiments.report import write_report
 
 HELP = "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"
@@ -17,7 +18,7 @@ HELP = "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="JSON or YAML bench config (flags below override its fields)")
     p.add_argument("--tasks", help="comma-separated GLUE tasks")
-    p.add_argument("--methods", help="comma-separated methods: full, lora, gates, gates+lora")
+    p.add_argument("--methods", help=f"comma-separated methods: {', '.join(METHODS)}")
     p.add_argument("--regimes", help="comma-separated: full, limited")
     p.add_argument("--seeds", help="comma-separated seeds")
     p.add_argument("--model", dest="base_model", help="encoder folder or Hub name (default: packaged MiniLM)")

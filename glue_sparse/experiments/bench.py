@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from glue_sparse.experiments.finetune import MAGNITUDE_SOURCE, identity
-from glue_sparse.experiments.finetune_config import FinetuneConfig
+from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig
 from glue_sparse.experiments.speed import paired_speedup, time_rounds
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.atomic import write_text_atomic
@@ -148,7 +148,7 @@ class BenchConfig:
                         continue
                     for task in spec.tasks or self.tasks:
                         options = {**self.finetune, **spec.options}
-                        if spec.method in ("gates", "gates+lora", "magnitude"):
+                        if spec.method in REMOVAL_METHODS:
                             options["prune"] = True
                         config = FinetuneConfig(task=task, method=spec.method, regime=regime, seed=seed,
                                                 base_model=self.base_model, **options)

@@ -1,6 +1,7 @@
 """Fine-tune an encoder on one GLUE task with one method, regime and seed; write what lm-eval reads.
 
-Output of one run, ``<out>/<task>/``: the model (full) or adapter (lora, gates, gates+lora) with its
+Output of one run, ``<out>/<task>/``: the model (full, gates+full, magnitude: closed rows and columns folded
+in as zeros) or adapter (lora, gates, gates+lora) with its
 tokenizer, ``run.json`` (below), ``pruned/`` with ``prune=True``, and ``checkpoints/`` while training
 (removed when the run completes). ``run.json`` holds method, regime, seed, every hyperparameter,
 the data fingerprints, package versions, git commit, parameter accounting, train time, peak memory
@@ -18,7 +19,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from glue_sparse.experiments.finetune_config import REMOVAL_GATE_TRAVEL, FinetuneConfig, FinetuneConfigError
+from glue_sparse.experiments.finetune_config import (
+    BACKBONE_METHODS,
+    LORA_METHODS,
+    REMOVAL_GATE_TRAVEL,
+    FinetuneConfig,
+    FinetuneConfigError,
+)
 from glue_sparse.experiments.packaged import minilm_path, model_identity
 from glue_sparse.experiments.run_environment import (
     current_rss_bytes,
@@ -125,16 +132,27 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
         return model
 
     lora = None
-    if config.method in ("lora", "gates+lora"):
+    if config.method in LORA_METHODS:
         lora = peft.LoraConfig(task_type="SEQ_CLS", r=hp["lora_r"], lora_alpha=hp["lora_alpha"],
                                lora_dropout=hp["lora_dropout"])
     if config.method == "lora":
         return peft.get_peft_model(model, lora)
     gate_options = {"target_sparsity": hp["target_sparsity"]} if hp["recipe"] == "reference" else \
         {"target_removal": hp["target_removal"], "removal_score": hp["removal_score"]}
-    return peft.get_peft_model(model, SparseGatesConfig(
+    gated = peft.get_peft_model(model, SparseGatesConfig(
         task_type="SEQ_CLS", sparsity_lambda=hp["sparsity_lambda"], reg_sigma=hp["reg_sigma"], lora_config=lora,
         **gate_options))
+    if config.method in BACKBONE_METHODS:
+        _train_every_weight(gated)
+    return gated
+
+
+def _train_every_weight(model: Any) -> None:
+    """Make every base weight trainable beside the gates, so the backbone fine-tunes under them (a
+    closed row's output and a closed column's input are 0 whatever its weights do)."""
+    for name, param in model.named_parameters():
+        if "sparse_gates_" not in name and ".original_module." not in name:
+            param.requires_grad_(True)
 
 
 def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any], world_size: int = 1) -> int:
@@ -191,9 +209,7 @@ def _magnitude_model(source: Path, target_removal: float) -> Any:
     model = peft.get_peft_model(model, SparseGatesConfig(task_type="SEQ_CLS", target_removal=target_removal))
     close_lowest(model, target_removal, scores=magnitude_scores(model), snap_open=True)
     freeze_gates(model)
-    for name, param in model.named_parameters():
-        if "sparse_gates_" not in name and ".original_module." not in name:
-            param.requires_grad_(True)
+    _train_every_weight(model)
     return model
 
 
@@ -332,8 +348,10 @@ def run_finetune(
     else:
         final = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
     model = trainer.model.eval()
-    # magnitude re-fine-tunes every weight under fixed masks: count what trained, not the adapter
-    trained = sum(p.numel() for p in model.parameters() if p.requires_grad) if source is not None else None
+    # gates+full and magnitude train every weight (magnitude under fixed masks): count what trained, not
+    # the adapter; they are saved as plain models with the closed rows and columns folded in
+    whole = config.method in BACKBONE_METHODS
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad) if whole else None
     accounting = parameter_accounting(model, trainable_parameters=trained)
     gate_prints = gather_object([gate_fingerprint(model)]) if config.method != "full" else None
     if config.method == "full":
@@ -341,7 +359,7 @@ def run_finetune(
     if not processes.is_main_process:
         processes.wait_for_everyone()  # the main process writes the run folder; wait for it
         return json.loads((task_dir / RUN_FILE).read_text())
-    if source is not None:
+    if whole:
         pruned = copy.deepcopy(model).merge_and_unload() if config.prune else None
         model.merge_and_unload(prune=False).save_pretrained(str(task_dir))  # masks folded: a plain HF model
         tokenizer.save_pretrained(str(task_dir))
@@ -388,7 +406,7 @@ def run_finetune(
         record["magnitude"] = {"source": os.path.relpath(source, task_dir), "one_shot_metrics": one_shot,
                                "refinetune_steps": trainer.state.global_step}
     if config.prune:
-        pruned = pruned if source is not None else model.merge_and_unload()
+        pruned = pruned if whole else model.merge_and_unload()
         pruned.save_pretrained(str(task_dir / PRUNED_SUBDIR))
         tokenizer.save_pretrained(str(task_dir / PRUNED_SUBDIR))
         record["pruned"] = {"path": "pruned", "saved_bytes": _saved_bytes(task_dir / PRUNED_SUBDIR),

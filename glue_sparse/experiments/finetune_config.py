@@ -21,14 +21,17 @@ from glue_sparse.experiments.options import option
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from sparse_models.sparse_gates.config import REFERENCE_LAMBDA, REMOVAL_LAMBDA
 
-METHODS = ("full", "lora", "gates", "gates+lora", "magnitude")
+METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude")
 REGIMES = ("full", "limited")
 SELECTIONS = ("last", "best")
 #: gates 1e-2: the removal-recipe sweep (benchmarks/results/removal_sweep) found 1e-3 leaves SST-2 near chance
 #: in a short budget; the reference recipe keeps 1e-3. gates+lora keeps 1e-3 (LoRA at 1e-2 was not swept).
-DEFAULT_LR = {"full": 1e-4, "lora": 5e-4, "gates": 1e-2, "gates+lora": 1e-3, "magnitude": 1e-4}
-DEFAULT_WEIGHT_DECAY = {"full": 0.01, "lora": 0.0, "gates": 0.0, "gates+lora": 0.0, "magnitude": 0.01}
+#: gates+full trains every weight as full fine-tuning does (its lr and weight decay), gates on top.
+DEFAULT_LR = {"full": 1e-4, "lora": 5e-4, "gates": 1e-2, "gates+lora": 1e-3, "gates+full": 1e-4, "magnitude": 1e-4}
+DEFAULT_WEIGHT_DECAY = {"full": 0.01, "lora": 0.0, "gates": 0.0, "gates+lora": 0.0, "gates+full": 0.01,
+                        "magnitude": 0.01}
 LORA_DEFAULTS = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1}
 RECIPES = ("removal", "reference")
 #: How far (in logit units) the removal recipe lets a gate logit travel over the removal steps under
@@ -36,9 +39,9 @@ RECIPES = ("removal", "reference")
 REMOVAL_GATE_TRAVEL = 1.0
 #: Gate options per recipe; None in a FinetuneConfig means "this default".
 GATE_DEFAULTS = {
-    "removal": {"target_removal": 0.3, "target_sparsity": None, "sparsity_lambda": 50.0, "reg_sigma": 0.5,
+    "removal": {"target_removal": 0.3, "target_sparsity": None, "sparsity_lambda": REMOVAL_LAMBDA, "reg_sigma": 0.5,
                 "gate_learning_rate": None, "removal_score": "taylor"},
-    "reference": {"target_removal": None, "target_sparsity": 0.4, "sparsity_lambda": 50.0, "reg_sigma": 0.5,
+    "reference": {"target_removal": None, "target_sparsity": 0.4, "sparsity_lambda": REFERENCE_LAMBDA, "reg_sigma": 0.5,
                   "gate_learning_rate": None, "removal_score": None},
 }
 #: Training settings a recipe fixes (anything not here uses the general defaults).
@@ -49,8 +52,10 @@ RECIPE_TRAINING = {
 }
 GENERAL_TRAINING = {"batch_size": 32, "lr_scheduler": "linear", "warmup_ratio": 0.06, "max_grad_norm": 1.0}
 LORA_METHODS = ("lora", "gates+lora")
-GATE_METHODS = ("gates", "gates+lora")
-REMOVAL_METHODS = ("gates", "gates+lora", "magnitude")
+GATE_METHODS = ("gates", "gates+lora", "gates+full")
+REMOVAL_METHODS = ("gates", "gates+lora", "gates+full", "magnitude")
+#: Methods that train every base weight (saved as a plain model with closed rows/columns folded in).
+BACKBONE_METHODS = ("gates+full", "magnitude")
 
 
 class FinetuneConfigError(UserInputError):
@@ -62,7 +67,7 @@ class TrainingOptions:
     """Every knob of one fine-tune except what it trains on (task, seed, base model). ``None`` means
     "the method's or recipe's default", resolved by ``FinetuneConfig.resolved()``."""
 
-    method: str = option("gates", "full, lora, gates, gates+lora or magnitude")
+    method: str = option("gates", "full, lora, gates, gates+lora, gates+full or magnitude")
     regime: str = option("limited", "full or limited (the first --train-limit training rows)")
     train_limit: int | None = option(None, f"rows of the limited regime (default {LIMITED_TRAIN_ROWS})")
     learning_rate: float | None = option(
@@ -89,13 +94,14 @@ class TrainingOptions:
     recipe: str | None = option(None, "gate methods: 'removal' (default; removes --target-removal exactly) or "
                                        "'reference' (the FineGates GLUE recipe, steered by --target-sparsity)")
     target_removal: float | None = option(
-        None, "share of gated weights to remove, in (0, 1) (gates, gates+lora, magnitude; default "
+        None, "share of gated weights to remove, in (0, 1) (" + ", ".join(REMOVAL_METHODS) + "; default "
               f"{GATE_DEFAULTS['removal']['target_removal']:g})")
     target_sparsity: float | None = option(
         None, "reference recipe: share of rows and columns whose P(open) is pulled down (default "
               f"{GATE_DEFAULTS['reference']['target_sparsity']:g}); not the removed share")
     sparsity_lambda: float | None = option(
-        None, f"weight of the sparsity regulariser (default {GATE_DEFAULTS['removal']['sparsity_lambda']:g})")
+        None, f"weight of the sparsity regulariser (default {GATE_DEFAULTS['removal']['sparsity_lambda']:g} for the "
+              f"removal recipe: no pull; {GATE_DEFAULTS['reference']['sparsity_lambda']:g} for --recipe reference)")
     reg_sigma: float | None = option(
         None, f"sigma of P(open) in the regulariser (default {GATE_DEFAULTS['removal']['reg_sigma']:g}, as the "
               "reference code)")
@@ -228,6 +234,7 @@ METHOD_NOTES = {
     "gates": "head and gated biases; recipe `removal`: remove `--target-removal` ({target_removal:g}) of gated "
              "weights, exactly",
     "gates+lora": "gates as above plus LoRA r {lora_r}, alpha {lora_alpha} inside every gated layer",
+    "gates+full": "gates as above while every weight fine-tunes (structured pruning during full fine-tuning)",
     "magnitude": "structured magnitude pruning of a full fine-tune at `--target-removal`, then every weight "
                  "re-fine-tuned with the masks held",
 }

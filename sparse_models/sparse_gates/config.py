@@ -17,6 +17,13 @@ REFERENCE_INIT = (1.0, 0.1)
 #: Removal-mode initialisation: just past the clamp edge (tanh(0.6) + 0.5 = 1.04), so the model is
 #: unchanged at step 0 but training noise already lets the task gradient reach every gate.
 EDGE_INIT = (0.6, 0.01)
+#: Reference regulariser weight (FineGates GLUE recipe).
+REFERENCE_LAMBDA = 50.0
+#: Removal-mode pull weight: none. Measured: a steady pull at lambda 50 sinks every undefended gate
+#: (median eval gate 0.98 -> 0.29 over the removal steps on CoLA), so the weights and head train on a
+#: shrunken network that the final snap to 0/1 then replaces; gates+full on CoLA scored MCC 0.00 with it
+#: and 0.19 without (benchmarks/results/capacity_sweep). Taylor ranking needs no pull to rank gates.
+REMOVAL_LAMBDA = 0.0
 
 
 @dataclass
@@ -64,7 +71,9 @@ class SparseGatesConfig(PeftConfig):
     removal_events: int = field(
         default=10, metadata={"help": "Removal mode: how many times the closed set grows along the cubic ramp."}
     )
-    sparsity_lambda: float = field(default=50.0, metadata={"help": "Weight of the sparsity regulariser."})
+    sparsity_lambda: Optional[float] = field(
+        default=None, metadata={"help": "Weight of the sparsity regulariser; None: 50 (reference), or 0 with "
+                                        "target_removal (no pull: the schedule alone closes gates)."})
     init_mean: Optional[float] = field(
         default=None, metadata={"help": "Mean of the gate logits at initialisation; None: 1.0 (reference), or "
                                         "0.6 (just past the clamp edge) with target_removal."})
@@ -116,6 +125,8 @@ class SparseGatesConfig(PeftConfig):
             self.init_std = default_init[1]
         if self.reg_sigma is None:
             self.reg_sigma = gates.REFERENCE_SIGMA
+        if self.sparsity_lambda is None:
+            self.sparsity_lambda = REMOVAL_LAMBDA if self.target_removal is not None else REFERENCE_LAMBDA
         if self.sparsity_lambda < 0:
             raise ValueError(f"sparsity_lambda must be >= 0, got {self.sparsity_lambda!r}")
         for name in ("init_std", "noise_std"):
