@@ -33,6 +33,9 @@ from sparse_models.removal import (
 from sparse_models.sparse_gates import SparseGatesModel
 
 IMPORTANCE_FILE = "removal_importance.safetensors"  # saved beside each Trainer checkpoint
+#: Every trainable tensor, saved beside a checkpoint when the backbone trains (gates+full, magnitude):
+#: a PEFT checkpoint holds only the adapter, so a resumed run would restart from the base weights.
+TRAINED_WEIGHTS_FILE = "trained_weights.safetensors"
 
 
 def sparse_gates_tuner(model: torch.nn.Module) -> Any | None:
@@ -137,9 +140,11 @@ class SparseGatesTrainer(Trainer):
     adapter with ``target_removal`` it also runs the removal schedule (:class:`RemovalCallback`)."""
 
     def __init__(self, *args: Any, gate_learning_rate: float | None = None, masks_fixed: bool = False,
-                 **kwargs: Any) -> None:
+                 backbone_trains: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gate_learning_rate = gate_learning_rate
+        #: base weights train too: checkpoints then carry every trainable tensor (TRAINED_WEIGHTS_FILE)
+        self.backbone_trains = backbone_trains
         #: gates are final 0/1 masks (after the removal schedule, or from the start for magnitude pruning)
         self.gates_final = masks_fixed
         self._sparsity_sum = 0.0
@@ -157,6 +162,23 @@ class SparseGatesTrainer(Trainer):
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         return EpochSeededLengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
                                                dataset=dataset, model_input_name="input_ids", seed=seed)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        super()._save(output_dir, state_dict)
+        if self.backbone_trains and output_dir is not None:
+            trained = {n: p.detach().contiguous().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
+            save_file(trained, str(Path(output_dir) / TRAINED_WEIGHTS_FILE))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        path = Path(resume_from_checkpoint) / TRAINED_WEIGHTS_FILE
+        if self.backbone_trains and path.is_file():
+            params = dict((model or self.model).named_parameters())
+            with torch.no_grad():
+                for name, tensor in load_file(str(path)).items():
+                    if name not in params:
+                        raise KeyError(f"{path}: holds {name!r}, which this model does not have")
+                    params[name].copy_(tensor)
 
     def gates_config(self) -> Any | None:
         """The active sparse-gates adapter config, or None for a model without gates."""

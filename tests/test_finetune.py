@@ -88,8 +88,9 @@ def test_gates_run_trains_only_gates_biases_and_head(tiny_base, glue_fixture_dir
                for n in names), sorted(names)
 
 
-def test_same_seed_same_metrics_and_resume_equals_uninterrupted(tiny_base, glue_fixture_dir, tmp_path):
-    kw = dict(train_limit=40, epochs=2, save_steps=4, task="stsb", method="gates+lora")
+@pytest.mark.parametrize("method", ["gates+lora", "gates+full"])  # gates+full: the backbone must resume too
+def test_same_seed_same_metrics_and_resume_equals_uninterrupted(method, tiny_base, glue_fixture_dir, tmp_path):
+    kw = dict(train_limit=40, epochs=2, save_steps=4, task="stsb", method=method)
     data = str(glue_fixture_dir)
     first = run_finetune(_config(tiny_base, **kw), tmp_path / "a", data_dir=data, use_hub=False)
     second = run_finetune(_config(tiny_base, **kw), tmp_path / "b", data_dir=data, use_hub=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import peft
 import pytest
@@ -126,6 +127,7 @@ def test_finetune_with_target_removal_ends_at_that_share_with_binary_gates(metho
     assert record["train_steps"] == 40  # the smallest budget
     assert abs(record["accounting"]["removed_share_of_gated"] - 0.3) <= 0.03
     assert record["hyperparameters"]["recipe"] == "removal"
+    assert record["hyperparameters"]["sparsity_lambda"] == 0.0  # no pull: the schedule alone closes gates
     assert record["gate_learning_rate"] == pytest.approx(1.0 / 32)  # travel 1.0 over the 32 removal steps
     assert set(_gate_evals(tmp_path / "rte").unique().tolist()) == {0.0, 1.0}
     assert record["pruned"]["accounting"]["closed_share_of_gated"] == record["accounting"]["removed_share_of_gated"]
@@ -175,6 +177,34 @@ def test_magnitude_prunes_a_full_run_to_the_share_and_refinetunes_with_masks_hel
     bad = FinetuneConfig(method="magnitude", target_removal=0.3, from_run=str(tmp_path / "mag"), **common)
     with pytest.raises(FinetuneConfigError, match="needs full fine-tuned weights"):
         run_finetune(bad, tmp_path / "bad", data_dir=str(glue_fixture_dir), use_hub=False)
+
+
+def test_gates_full_removes_the_share_while_every_weight_trains_and_saves_a_plain_model(tiny_base, glue_fixture_dir,
+                                                                                         tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    import sparse_models  # noqa: F401  (registers the pruned classes with the Auto classes)
+
+    config = FinetuneConfig(task="rte", method="gates+full", base_model=tiny_base, target_removal=0.3, train_limit=24,
+                            epochs=2, batch_size=4, eval_batch_size=16, max_length=32, prune=True)
+    record = run_finetune(config, tmp_path, data_dir=str(glue_fixture_dir), use_hub=False)
+    assert abs(record["accounting"]["removed_share_of_gated"] - 0.3) <= 0.03
+    accounting = record["accounting"]
+    assert accounting["trainable_parameters"] > 0.9 * accounting["dense_parameters"]
+    task_dir = tmp_path / "rte"
+    assert (task_dir / "config.json").is_file() and not (task_dir / "adapter_config.json").exists()
+    before = load_file(str(Path(tiny_base) / "model.safetensors"))
+    after = load_file(str(task_dir / "model.safetensors"))
+    name = "bert.embeddings.word_embeddings.weight"  # ungated: changed only if the backbone trained
+    assert not torch.equal(before[name], after[name])
+    dense = AutoModelForSequenceClassification.from_pretrained(str(task_dir)).eval()
+    pruned = AutoModelForSequenceClassification.from_pretrained(str(task_dir / "pruned")).eval()
+    inputs = torch.randint(1, 100, (2, 10))
+    with torch.no_grad():
+        torch.testing.assert_close(pruned(input_ids=inputs).logits, dense(input_ids=inputs).logits,
+                                   rtol=1e-4, atol=1e-5)
+    assert parameter_accounting(pruned).closed_share_of_gated == pytest.approx(accounting["removed_share_of_gated"])
 
 
 @pytest.mark.parametrize("options, message", [

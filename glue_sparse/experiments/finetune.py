@@ -309,6 +309,7 @@ def run_finetune(
         compute_metrics=glue_compute_metrics(config.task), callbacks=list(callbacks),
         gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp, processes.num_processes)),
         masks_fixed=source is not None,
+        backbone_trains=config.method in BACKBONE_METHODS,
     )
     if not is_verbose():
         trainer.remove_callback(ProgressCallback)
