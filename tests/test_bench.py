@@ -136,6 +136,10 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
                      glue_average_by_seed={1: summaries["gates-0.4"]["glue_average_by_seed"][1]})]
     lead_seed1 = (summaries["gates-0.4"]["glue_average_by_seed"][1] - full["glue_average_by_seed"][1]) * 100
     assert any(f"gates − full = {lead_seed1:+.2f} points" in line for line in targets([full, *one_seed]))
+    # every gate method at a removal is judged (gates+lora, gates+full), not only gates alone
+    both = [dict(summaries["gates-0.4"], label="gates+full-0.4", method="gates+full")]
+    assert any(line.startswith("- [limited, gates+full-0.4, seeds 1,2] gates within 2.0 points of full")
+               for line in targets([full, *both]))
     csv_lines = paths["csv"].read_text().splitlines()
     assert csv_lines[0].startswith("method,regime,seeds,rte,stsb,GLUE avg")
     assert len(csv_lines) == 3

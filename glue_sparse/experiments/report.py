@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from glue_sparse.experiments.finetune_config import GATE_METHODS
 from glue_sparse_tasks import scoring
 from glue_sparse_tasks.atomic import write_text_atomic
 
@@ -153,7 +154,7 @@ def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
                          + (f"; not above chance on {', '.join(full['not_above_chance'])}"
                             if full["not_above_chance"] else "; above chance on every task"
                             if full["chance_recorded"] else "; chance scores not recorded in these rows"))
-        for gates in [s for s in in_regime if s["method"] == "gates" and s["target_removal"]]:
+        for gates in [s for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"]]:
             seeds = gates["seeds"]
             where = f"[{regime}, {gates['label']}, seeds {','.join(map(str, seeds))}]"
             gates_avg = _mean_over(gates["glue_average_by_seed"], seeds)
