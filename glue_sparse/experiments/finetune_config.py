@@ -67,7 +67,7 @@ class TrainingOptions:
     """Every knob of one fine-tune except what it trains on (task, seed, base model). ``None`` means
     "the method's or recipe's default", resolved by ``FinetuneConfig.resolved()``."""
 
-    method: str = option("gates", "full, lora, gates, gates+lora, gates+full or magnitude")
+    method: str = option("gates", ", ".join(METHODS))
     regime: str = option("limited", "full or limited (the first --train-limit training rows)")
     train_limit: int | None = option(None, f"rows of the limited regime (default {LIMITED_TRAIN_ROWS})")
     learning_rate: float | None = option(
