@@ -20,9 +20,10 @@ EDGE_INIT = (0.6, 0.01)
 #: Reference regulariser weight (FineGates GLUE recipe).
 REFERENCE_LAMBDA = 50.0
 #: Removal-mode pull weight: none. Measured: a steady pull at lambda 50 sinks every undefended gate
-#: (median eval gate 0.98 -> 0.29 over the removal steps on CoLA), so the weights and head train on a
-#: shrunken network that the final snap to 0/1 then replaces; gates+full on CoLA scored MCC 0.00 with it
-#: and 0.19 without (benchmarks/results/capacity_sweep). Taylor ranking needs no pull to rank gates.
+#: (median eval gate 0.98 -> 0.30 over the removal steps on CoLA, benchmarks/gate_drift.py), so the
+#: weights and head train on a shrunken network that the final snap to 0/1 then replaces; gates+full on
+#: CoLA scored MCC 0.00 with it and 0.19 without (benchmarks/results/capacity_sweep). Taylor ranking needs
+#: no pull to rank gates.
 REMOVAL_LAMBDA = 0.0
 
 
