@@ -73,3 +73,16 @@ def test_wheel_ships_metric_hook_and_tasks(tmp_path):
             "print(m.compute(predictions=[1], references=[1], tasks=['rte'])['rte_accuracy'])")
     out = _python(code, PYTHONPATH=str(site), GLUE_SPARSE_NO_HOOK="1", HF_HUB_OFFLINE="1").splitlines()
     assert out == [str(site / "glue_sparse_tasks" / "_metrics" / "glue_average"), "1.0"]
+
+
+def test_hook_line_is_silent_where_the_package_is_not_importable(tmp_path):
+    """pip's isolated build interpreters and half-uninstalled sites read our ``.pth`` without the
+    package on their path; the line must then do nothing instead of printing a traceback."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "hook.pth").write_text((REPO / "glue_sparse_lm_eval_hook.pth").read_text())
+    code = (f"import site, importlib.util; site.addsitedir({str(site_dir)!r}); "
+            "print(importlib.util.find_spec('glue_sparse_tasks') is None)")
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, check=True)
+    assert done.stdout.strip() == "True" and done.stderr == ""
