@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from glue_sparse.experiments.finetune import OutputDirError, run_finetune
+from glue_sparse.experiments.finetune import OutputDirError, _build_model, identity, run_finetune
 from glue_sparse.experiments.finetune_config import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
 from tests.tiny_models import save_tiny_classifier
 
@@ -68,7 +68,8 @@ def test_every_method_trains_and_writes_a_complete_run(method, tiny_base, glue_f
         assert pruned["closed_parameters"] == record["accounting"]["removed_parameters"] >= pruned["removed_parameters"]
 
 
-def test_gates_run_trains_only_gates_biases_and_head(tiny_base, glue_fixture_dir, tmp_path):
+@pytest.mark.parametrize("train_pooler", [True, False])
+def test_gates_run_trains_only_gates_biases_and_head(train_pooler, tiny_base, glue_fixture_dir, tmp_path):
     seen: dict[str, set[str]] = {}
 
     class Capture(TrainerCallback):
@@ -77,15 +78,29 @@ def test_gates_run_trains_only_gates_biases_and_head(tiny_base, glue_fixture_dir
             gate_ids = {id(p) for n, p in model.named_parameters() if "sparse_gates_" in n}
             seen["groups"] = [(g.get("initial_lr", g["lr"]), {id(p) in gate_ids for p in g["params"]}) for g in optimizer.param_groups]
 
-    run_finetune(_config(tiny_base, train_limit=8, epochs=1, gate_learning_rate=0.05), tmp_path,
-                 data_dir=str(glue_fixture_dir), callbacks=[Capture()], use_hub=False)
+    run_finetune(_config(tiny_base, train_limit=8, epochs=1, gate_learning_rate=0.05, train_pooler=train_pooler),
+                 tmp_path, data_dir=str(glue_fixture_dir), callbacks=[Capture()], use_hub=False)
     # the gate logits, and only they, train at their own learning rate
     assert any(lr == 0.05 and kinds == {True} for lr, kinds in seen["groups"])
     assert all(kinds == {False} for lr, kinds in seen["groups"] if lr != 0.05)
     names = seen["names"]
     assert any("sparse_gates_row" in n for n in names) and any("classifier" in n for n in names)
-    assert all("sparse_gates_" in n or n.endswith("base_layer.bias") or ".classifier.modules_to_save." in n
+    head = (".classifier.modules_to_save.", ".pooler.modules_to_save.") if train_pooler else (".classifier.modules_to_save.",)
+    assert all("sparse_gates_" in n or n.endswith("base_layer.bias") or any(h in n for h in head)
                for n in names), sorted(names)
+    assert any(".pooler.modules_to_save." in n for n in names) == train_pooler
+
+
+def test_lora_trains_the_pooler_with_the_head_and_full_runs_keep_their_identity(tiny_base):
+    """The pooler belongs to the head for every adapter method; methods that train every weight leave
+    the option out of their identity, so finished full and magnitude runs are not re-keyed."""
+    lora = _config(tiny_base, method="lora")
+    model = _build_model(lora, lora.resolved(), str(tiny_base))
+    assert any(".pooler.modules_to_save." in n and p.requires_grad for n, p in model.named_parameters())
+    assert not any(".pooler.dense" in n and "modules_to_save" not in n and p.requires_grad
+                   for n, p in model.named_parameters())
+    full = _config(tiny_base, method="full")
+    assert "train_pooler" not in identity(full) and identity(lora)["train_pooler"] is True
 
 
 @pytest.mark.parametrize("method", ["gates+lora", "gates+full"])  # gates+full: the backbone must resume too

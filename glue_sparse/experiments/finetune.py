@@ -131,20 +131,29 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
     if config.method in ("full", "magnitude"):
         return model
 
+    head_extra = _pooler_names(model) if hp["train_pooler"] else None  # PEFT adds the classifier itself
     lora = None
     if config.method in LORA_METHODS:
         lora = peft.LoraConfig(task_type="SEQ_CLS", r=hp["lora_r"], lora_alpha=hp["lora_alpha"],
-                               lora_dropout=hp["lora_dropout"])
+                               lora_dropout=hp["lora_dropout"],
+                               modules_to_save=head_extra if config.method == "lora" else None)
     if config.method == "lora":
         return peft.get_peft_model(model, lora)
     gate_options = {"target_sparsity": hp["target_sparsity"]} if hp["recipe"] == "reference" else \
         {"target_removal": hp["target_removal"], "removal_score": hp["removal_score"]}
     gated = peft.get_peft_model(model, SparseGatesConfig(
         task_type="SEQ_CLS", sparsity_lambda=hp["sparsity_lambda"], reg_sigma=hp["reg_sigma"], lora_config=lora,
-        **gate_options))
+        modules_to_save=head_extra, **gate_options))
     if config.method in BACKBONE_METHODS:
         _train_every_weight(gated)
     return gated
+
+
+def _pooler_names(model: Any) -> list[str] | None:
+    """The base model's pooler (BERT family), trained with the head by adapter methods; None where the
+    architecture has none (RoBERTa's head holds its dense layer, decoders pool by the last token)."""
+    body = getattr(model, model.base_model_prefix, None)
+    return ["pooler"] if getattr(body, "pooler", None) is not None else None
 
 
 def _train_every_weight(model: Any) -> None:

@@ -56,6 +56,8 @@ GATE_METHODS = ("gates", "gates+lora", "gates+full")
 REMOVAL_METHODS = ("gates", "gates+lora", "gates+full", "magnitude")
 #: Methods that train every base weight (saved as a plain model with closed rows/columns folded in).
 BACKBONE_METHODS = ("gates+full", "magnitude")
+#: Methods whose base weights stay frozen: only the adapter and the task head train.
+ADAPTER_METHODS = ("lora", "gates", "gates+lora")
 
 
 class FinetuneConfigError(UserInputError):
@@ -88,6 +90,10 @@ class TrainingOptions:
                                                 "0 = none, as --recipe reference)")
     gradient_accumulation_steps: int = option(1, "optimiser steps accumulate this many batches",
                                                aliases=("--grad-accum",))
+    train_pooler: bool = option(
+        True, "lora and gate methods also train the base model's pooler (BERT family: the dense layer between [CLS] "
+              "and the classifier, the part of the task head RoBERTa keeps in its classifier); --no_train_pooler "
+              "freezes it, as PEFT does by default")
     lora_r: int | None = option(None, f"LoRA rank (default {LORA_DEFAULTS['lora_r']})")
     lora_alpha: int | None = option(None, f"LoRA alpha (default {LORA_DEFAULTS['lora_alpha']})")
     lora_dropout: float | None = option(None, f"LoRA dropout (default {LORA_DEFAULTS['lora_dropout']:g})")
@@ -218,6 +224,8 @@ class FinetuneConfig(TrainingOptions):
         gate_defaults = GATE_DEFAULTS.get(recipe, {k: None for k in GATE_DEFAULTS["removal"]})
         for key, value in gate_defaults.items():
             out[key] = getattr(self, key) if getattr(self, key) is not None else value
+        if self.method not in ADAPTER_METHODS:
+            del out["train_pooler"]  # every weight trains anyway; their identity (and finished runs) stay as before
         if self.method == "magnitude":
             out["target_removal"] = self.target_removal if self.target_removal is not None else \
                 GATE_DEFAULTS["removal"]["target_removal"]
