@@ -131,7 +131,8 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
     if config.method in ("full", "magnitude"):
         return model
 
-    head_extra = _pooler_names(model) if hp["train_pooler"] else None  # PEFT adds the classifier itself
+    # PEFT adds the classifier itself; gates+full trains every weight, the pooler included, without this
+    head_extra = _pooler_names(model) if hp.get("train_pooler", False) else None
     lora = None
     if config.method in LORA_METHODS:
         lora = peft.LoraConfig(task_type="SEQ_CLS", r=hp["lora_r"], lora_alpha=hp["lora_alpha"],
