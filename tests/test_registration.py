@@ -75,14 +75,19 @@ def test_wheel_ships_metric_hook_and_tasks(tmp_path):
     assert out == [str(site / "glue_sparse_tasks" / "_metrics" / "glue_average"), "1.0"]
 
 
-def test_hook_line_is_silent_where_the_package_is_not_importable(tmp_path):
+@pytest.mark.parametrize("leftover", [False, True], ids=["no-package", "deleted-editable-source"])
+def test_hook_line_is_silent_where_the_package_is_not_importable(tmp_path, leftover):
     """pip's isolated build interpreters and half-uninstalled sites read our ``.pth`` without the
-    package on their path; the line must then do nothing instead of printing a traceback."""
+    package on their path; the line must then do nothing instead of printing a traceback. An editable
+    install whose source tree was deleted leaves the wheel's force-included metric folder in
+    site-packages, so ``glue_sparse_tasks`` is still found, as a namespace package without the hook."""
     site_dir = tmp_path / "site"
     site_dir.mkdir()
+    if leftover:
+        (site_dir / "glue_sparse_tasks" / "_metrics" / "glue_average").mkdir(parents=True)
     (site_dir / "hook.pth").write_text((REPO / "glue_sparse_lm_eval_hook.pth").read_text())
     code = (f"import site, importlib.util; site.addsitedir({str(site_dir)!r}); "
             "print(importlib.util.find_spec('glue_sparse_tasks') is None)")
     done = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, check=True)
-    assert done.stdout.strip() == "True" and done.stderr == ""
+    assert done.stdout.strip() == str(not leftover) and done.stderr == ""
