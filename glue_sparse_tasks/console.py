@@ -52,6 +52,13 @@ def quiet_environment(verbose: bool = False) -> None:
             os.environ.setdefault(key, value)
 
 
+def quiet_loggers() -> None:
+    """Library loggers down to errors. Call again after importing a library that sets its own level on
+    import (Ray sets ``ray`` to INFO, so its start-up warnings would reach the terminal)."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def configure_console(verbose: bool | None = None) -> None:
     """Set up the terminal for one command (and the processes it starts).
 
@@ -71,8 +78,7 @@ def configure_console(verbose: bool | None = None) -> None:
         return
     quiet_environment()
     warnings.filterwarnings("ignore")
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_loggers()
     if "transformers" in sys.modules:  # already imported: its verbosity was read, set it directly
         from transformers.utils import logging as hf_logging
 

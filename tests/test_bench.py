@@ -188,11 +188,16 @@ def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     assert main(["report", "--results", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]) == 2
 
 
-def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue_fixture_dir, tmp_path):
+def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue_fixture_dir, tmp_path, monkeypatch):
     """A 2 x 2 grid (tasks x methods, seed 1) as Ray tasks on a local Ray: same keys and metrics as the
     in-process executor's rows for those cells (to 1e-4: Ray gives a worker one thread, the test run
-    two, so float sums may round differently); the driver alone writes the store."""
+    two, so float sums may round differently); the driver alone writes the store. Ray's own start-up
+    warnings stay off the terminal (importing Ray resets its logger to INFO)."""
     pytest.importorskip("ray")
+    import logging
+
+    monkeypatch.setenv("GLUE_SPARSE_VERBOSE", "0")
+    logging.getLogger("ray").setLevel(logging.INFO)  # as a fresh `import ray` leaves it
     _, local_store, _ = finished
     local = {r["key"]: r for r in read_store(local_store)}
     logs: list[str] = []
@@ -201,6 +206,7 @@ def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue
     rows = read_store(store)
     assert len(rows) == 4 and {r["seed"] for r in rows} == {1}
     assert any("cells submitted to Ray" in line for line in logs)
+    assert logging.getLogger("ray").level == logging.ERROR
     for row in rows:
         assert row["key"] in local  # same content keys: a bench begun locally can be finished on Ray
         mine, theirs = row["flat_metrics"], local[row["key"]]["flat_metrics"]

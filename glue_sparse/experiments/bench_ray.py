@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from glue_sparse_tasks.console import is_verbose, quiet_loggers
 from glue_sparse_tasks.errors import UserInputError
 
 
@@ -25,6 +26,8 @@ def run_cells_on_ray(run_cell: Callable[..., dict[str, Any]], cells: list[tuple[
         import ray
     except ImportError:
         raise UserInputError("--executor ray needs Ray: pip install 'glue-sparse[ray]'") from None
+    if not is_verbose():
+        quiet_loggers()  # importing Ray set its logger back to INFO
 
     if not cells:
         return
