@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 
 import pytest
@@ -176,6 +177,40 @@ def test_bench_flags_override_the_config_file(tmp_path):
     runs = list(bench.runs())
     gates = next(r for r in runs if r["label"] == "g6")
     assert gates["config"].target_removal == 0.6 and gates["config"].prune
+
+
+def test_rows_of_changed_defaults_are_set_aside_and_only_their_cells_rerun(finished, tiny_base, glue_fixture_dir,
+                                                                           tmp_path):
+    """A grid re-run after a cell's settings changed (here the gates learning rate; a changed default does
+    the same) re-trains that cell only. The old rows leave the store for superseded.jsonl, with their run
+    folders where the new cell needs the place, so the store and its report hold one grid."""
+    out, _, _ = finished
+    copy = tmp_path / "bench"
+    shutil.copytree(out, copy, symlinks=True)
+    old = {(r["label"], r["task"], r["seed"]): r for r in read_store(copy / "results.jsonl")}
+    changed = _bench(tiny_base, glue_fixture_dir, seeds=[1],
+                     methods=["full", {"method": "gates", "label": "gates-0.4", "learning_rate": 0.05}])
+    logs: list[str] = []
+    run_bench(changed, copy, log=logs.append)
+    rows = read_store(copy / "results.jsonl")
+    assert sorted((r["label"], r["task"], r["seed"]) for r in rows) == sorted(
+        (m, t, 1) for m in ("full", "gates-0.4") for t in ("rte", "stsb"))
+    for r in rows:
+        if r["label"] == "full":  # unchanged: served from the store
+            assert r["key"] == old[("full", r["task"], 1)]["key"]
+        else:
+            assert r["key"] != old[("gates-0.4", r["task"], 1)]["key"]
+            assert r["hyperparameters"]["learning_rate"] == 0.05
+    assert sum(line.endswith(": cached") for line in logs) == 2
+    aside = read_store(copy / "superseded.jsonl")
+    assert len(aside) == 6  # seed 2 of both arms, and the old gates rows of seed 1
+    assert any("6 row(s) from an earlier grid or defaults moved to" in line for line in logs)
+    for r in aside:
+        moved = r["label"] == "gates-0.4" and r["seed"] == 1
+        assert r["run_dir"].startswith("superseded/") == moved
+        assert (copy / r["run_dir"] / "run.json").is_file()
+        if moved:
+            assert json.loads((copy / r["run_dir"] / "run_config.json").read_text())["learning_rate"] != 0.05
 
 
 def test_report_cli_prints_the_table(finished, tmp_path, capsys):

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from glue_sparse.experiments.finetune import MAGNITUDE_SOURCE, identity
+from glue_sparse.experiments.finetune import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
 from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig
 from glue_sparse.experiments.speed import paired_speedup, time_rounds
 from glue_sparse_tasks import TASKS_DIR
@@ -35,6 +35,8 @@ from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoi
 from sparse_models.trainer import sparse_gates_tuner
 
 RESULTS_FILE = "results.jsonl"
+SUPERSEDED_FILE = "superseded.jsonl"  # rows of an earlier grid or defaults, kept out of the report
+SUPERSEDED_DIR = "superseded"
 LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
                        "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
 
@@ -308,12 +310,9 @@ def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None
 EXECUTORS = ("local", "ray")
 
 
-def pending_cells(bench: BenchConfig, output: Path, done: set[str],
-                  log=print) -> list[tuple[str, dict[str, Any], str]]:
-    """(title, run, key) of every grid cell whose row is not in the store yet, in grid order; the
-    others are logged as cached."""
+def grid_cells(bench: BenchConfig) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """(title, run, key, identity) of every grid cell, in grid order."""
     from importlib import metadata
-
 
     version = metadata.version("glue-sparse")
     runs = list(bench.runs())
@@ -329,13 +328,39 @@ def pending_cells(bench: BenchConfig, output: Path, done: set[str],
             _, val_prov = load_glue_rows(task, evaluation_split(task), bench.data_dir,
                                          use_hub=bench.use_hub)
             fingerprints[fp_key] = {"train": train_prov.sha256, "validation": val_prov.sha256}
-        key = row_key(identity(config), fingerprints[fp_key], bench, version)
+        ident = identity(config)
         title = f"[{i}/{len(runs)}] {task} · {run['label']} · {run['regime']} · seed {run['seed']}"
-        if key in done:
-            log(f"{title}: cached")
-        else:
-            cells.append((title, run, key))
+        cells.append((title, run, row_key(ident, fingerprints[fp_key], bench, version), ident))
     return cells
+
+
+def _task_dir(output: Path, run: dict[str, Any]) -> Path:
+    return output / "runs" / run["label"] / run["regime"] / f"seed-{run['seed']}" / run["task"]
+
+
+def set_aside_superseded(rows: list[dict[str, Any]], cells: list[tuple[str, dict[str, Any], str, dict[str, Any]]],
+                         output: Path, log=print) -> list[dict[str, Any]]:
+    """This grid's rows; the others move to ``superseded.jsonl``, so the store and its report hold one
+    grid only. A row is superseded when a default or the config changed since it ran. Where a cell now
+    wants a different fine-tune in that row's run folder, the folder moves to ``superseded/<key>`` too,
+    so the cell trains afresh instead of refusing the folder; an unchanged fine-tune stays and is reused."""
+    keys = {key for _, _, key, _ in cells}
+    stale = [r for r in rows if r["key"] not in keys]
+    if not stale:
+        return rows
+    wanted = {_task_dir(output, run): ident for _, run, _, ident in cells}
+    for row in stale:
+        task_dir = output / row["run_dir"]
+        ident_file = task_dir / IDENTITY_FILE
+        if task_dir in wanted and ident_file.is_file() and json.loads(ident_file.read_text()) != wanted[task_dir]:
+            target = output / SUPERSEDED_DIR / row["key"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            task_dir.rename(target)
+            row["run_dir"] = str(target.relative_to(output))
+    aside = output / SUPERSEDED_FILE
+    write_store(aside, read_store(aside) + stale)
+    log(f"{len(stale)} row(s) from an earlier grid or defaults moved to {aside}")
+    return [r for r in rows if r["key"] in keys]
 
 
 def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: str, title: str = "",
@@ -394,12 +419,21 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     store = output / RESULTS_FILE
+    grid = grid_cells(bench)
     rows = read_store(store)
+    current = set_aside_superseded(rows, grid, output, log)
+    if len(current) < len(rows):
+        rows = current
+        write_store(store, rows)
     done = {r["key"] for r in rows}
-    runs = list(bench.runs())
-    cells = pending_cells(bench, output, done, log)
-    if len(cells) < len(runs):
-        log(f"{len(runs) - len(cells)} of {len(runs)} cells cached in {store}")
+    cells = []
+    for title, run, key, _ in grid:
+        if key in done:
+            log(f"{title}: cached")
+        else:
+            cells.append((title, run, key))
+    if len(cells) < len(grid):
+        log(f"{len(grid) - len(cells)} of {len(grid)} cells cached in {store}")
     failures: list[str] = []
 
     def finished(title: str, row: dict[str, Any] | None, error: BaseException | None) -> None:
