@@ -13,6 +13,7 @@ import glue_sparse_tasks
 from sparse_models.accounting import ParameterAccounting, parameter_accounting
 from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
 from sparse_models.modeling_sparse_pruned import (
+    QueryKeyNarrowedAttention,
     SparsePrunedForCausalLM,
     SparsePrunedForSequenceClassification,
     SparsePrunedModel,
@@ -25,6 +26,7 @@ from sparse_models.sparse_gates.pruning import plan_pruning
 __all__ = [
     "ParameterAccounting",
     "PrunedLinear",
+    "QueryKeyNarrowedAttention",
     "SparseGatesConfig",
     "SparseGatesModel",
     "SparsePrunedConfig",

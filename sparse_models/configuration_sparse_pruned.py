@@ -16,7 +16,8 @@ class SparsePrunedConfig(PretrainedConfig):
     gather_in, scatter_out, bias, gated}``. ``dense_parameters`` is the parameter count before
     pruning, ``trainable_parameters`` the count trained before pruning and ``gate_counts`` the closed/total rows and columns of the gates, so the accounting
     of a saved pruned model needs nothing but this file. ``attention_head_sizes`` maps a self-attention
-    module narrowed per head to its reduced head size.
+    module narrowed per head to its reduced head sizes, ``{"query_key": a, "value": b}`` (one int for
+    both in checkpoints saved before the two could differ).
     """
 
     model_type = "sparse_gated"  # kept from before the rename, so every saved pruned checkpoint still loads
@@ -30,7 +31,7 @@ class SparsePrunedConfig(PretrainedConfig):
         dense_parameters: int = 0,
         gate_counts: dict[str, int] | None = None,
         trainable_parameters: int | None = None,
-        attention_head_sizes: dict[str, int] | None = None,
+        attention_head_sizes: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if head not in HEADS:

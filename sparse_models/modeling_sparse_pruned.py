@@ -6,8 +6,11 @@ gated can also be pruned, and they register with the Auto classes on ``import sp
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
+import torch
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -16,6 +19,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     PreTrainedModel,
 )
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
 from sparse_models.modules import replace_module
@@ -98,13 +102,54 @@ def _install_pruned_shapes(model: nn.Module, records: dict[str, dict[str, Any]])
         replace_module(model, name, layer)
 
 
-def set_attention_head_sizes(model: nn.Module, sizes: dict[str, int]) -> None:
-    """Make each named self-attention reshape into its reduced head size; its ``scaling`` attribute keeps
-    the original head size's value, so scores are unchanged."""
+def set_attention_head_sizes(model: nn.Module, sizes: dict[str, Any]) -> None:
+    """Make each named self-attention reshape into its reduced head sizes; its ``scaling`` attribute keeps
+    the original head size's value, so scores are unchanged.
+
+    A size is ``{"query_key": a, "value": b}`` or one int for both (checkpoints saved before the two
+    could differ). Where they differ the module runs ``QueryKeyNarrowedAttention``'s forward, since the
+    stock one views query, key and value with one head size."""
     for name, size in sizes.items():
         attention = model.get_submodule(name)
-        attention.attention_head_size = size
-        attention.all_head_size = attention.num_attention_heads * size
+        query_key, value = (size, size) if isinstance(size, int) else (size["query_key"], size["value"])
+        attention.attention_head_size = value
+        attention.all_head_size = attention.num_attention_heads * value
+        if query_key != value:
+            attention.__class__ = _query_key_narrowed(type(attention))
+            attention.query_key_head_size = query_key
+
+
+class QueryKeyNarrowedAttention(nn.Module):
+    """Self-attention (BERT-style encoder) whose query/key heads are narrower than its value heads.
+
+    Trained gates close most query/key dimensions of early layers but few value dimensions, so one
+    shared head size narrows nothing there. Scores need only the open query/key dimensions, the output
+    needs the value ones; ``torch`` attention takes the two sizes apart. Mixed into the model's own
+    attention class, whose ``__init__`` and attributes it keeps; encoders only (no cache)."""
+
+    query_key_head_size: int
+    stock_class: type  # the model's own attention class, whose module holds its eager attention
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                cache: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if cache is not None or kwargs.pop("past_key_values", None) is not None:
+            raise ValueError("attention narrowed per head runs without a key/value cache (encoders only)")
+        lead = hidden_states.shape[:-1]
+        query = self.query(hidden_states).view(*lead, -1, self.query_key_head_size).transpose(1, 2)
+        key = self.key(hidden_states).view(*lead, -1, self.query_key_head_size).transpose(1, 2)
+        value = self.value(hidden_states).view(*lead, -1, self.attention_head_size).transpose(1, 2)
+        eager = sys.modules[self.stock_class.__module__].eager_attention_forward
+        attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager)
+        output, weights = attend(self, query, key, value, attention_mask,
+                                 dropout=self.dropout.p if self.training else 0.0, scaling=self.scaling, **kwargs)
+        return output.reshape(*lead, -1).contiguous(), weights
+
+
+@functools.cache
+def _query_key_narrowed(cls: type) -> type:
+    if issubclass(cls, QueryKeyNarrowedAttention):
+        return cls
+    return type(f"QueryKeyNarrowed{cls.__name__}", (QueryKeyNarrowedAttention, cls), {"stock_class": cls})
 
 
 def _head_of(model: nn.Module) -> str:

@@ -64,7 +64,8 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, a
     pruned = model.merge_and_unload(layout=chosen, align=align, narrow_heads=heads)
     narrowed = pruned.config.attention_head_sizes
     if heads and arch in ("bert", "roberta"):  # every layer's heads narrowed, below the full head size of 8
-        assert len(narrowed) == 2 and all(0 < size < 8 for size in narrowed.values())
+        assert len(narrowed) == 2 and all(0 < size["query_key"] < 8 and 0 < size["value"] <= 8
+                                          for size in narrowed.values())
     else:
         assert narrowed == {}
     assert isinstance(pruned, PRUNED_CLASS[TASK_TYPES[arch]])
@@ -92,6 +93,60 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, a
     assert type(reloaded) is type(pruned) and parameter_accounting(reloaded) == after
     with torch.no_grad():
         assert (reloaded(**inputs).logits - gated_logits).abs().max() <= 1e-4
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+@pytest.mark.parametrize("arch", ["bert", "roberta"])
+def test_heads_narrow_query_key_apart_from_value(arch, attention, tmp_path):
+    """The pattern trained gates leave (most query/key dimensions closed, values open): query/key heads
+    narrow to the largest open count while values stay at full width, outputs are unchanged under
+    either attention kernel, and the reloaded checkpoint (sizes from its config) gives them again. A
+    config from before the two sizes could differ (one int) still loads."""
+    model = _gated(arch)
+    model.base_model.model.config._attn_implementation = attention
+    set_gate_pattern(model, closed=0.0, fractional=0.2)
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, layer in model.base_model.gated_layers().items():
+            if name.endswith(("attention.self.query", "attention.self.key")):
+                rows = layer.sparse_gates_row["default"]
+                rows[torch.rand(rows.shape, generator=generator) < 0.7] = -3.0
+    model.eval()
+    inputs = _inputs()
+    with torch.no_grad():
+        gated_logits = model(**inputs).logits
+    pruned = model.merge_and_unload(layout="keep", align=1, narrow_heads=True)
+    sizes = pruned.config.attention_head_sizes
+    assert len(sizes) == 2 and all(0 < s["query_key"] < 8 and s["value"] == 8 for s in sizes.values())
+    narrowed = [m for m in pruned.modules() if isinstance(m, sparse_models.QueryKeyNarrowedAttention)]
+    assert len(narrowed) == 2
+    with torch.no_grad():
+        assert (pruned(**inputs).logits - gated_logits).abs().max() <= 1e-4
+    pruned.save_pretrained(tmp_path)
+    reloaded = AUTO["SEQ_CLS"].from_pretrained(tmp_path, attn_implementation=attention).eval()
+    assert reloaded.config.attention_head_sizes == sizes
+    with torch.no_grad():
+        assert (reloaded(**inputs).logits - gated_logits).abs().max() <= 1e-4
+
+    shared = _gated(arch)  # query, key and value closed alike: equal sizes, stored as one int before
+    set_gate_pattern(shared, closed=0.0, fractional=0.2)
+    with torch.no_grad():
+        for name, layer in shared.base_model.gated_layers().items():
+            if ".attention.self." in name:
+                rows = layer.sparse_gates_row["default"]
+                rows[torch.rand(rows.shape, generator=torch.Generator().manual_seed(6)) < 0.5] = -3.0
+    shared.eval()
+    with torch.no_grad():
+        shared_logits = shared(**inputs).logits
+    shared.merge_and_unload(layout="keep", align=1, narrow_heads=True).save_pretrained(tmp_path / "old")
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    sizes = config["attention_head_sizes"]
+    assert sizes and all(s["query_key"] == s["value"] < 8 for s in sizes.values())
+    config["attention_head_sizes"] = {name: s["value"] for name, s in sizes.items()}
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    with torch.no_grad():
+        assert (AUTO["SEQ_CLS"].from_pretrained(tmp_path / "old").eval()(**inputs).logits
+                - shared_logits).abs().max() <= 1e-4
 
 
 def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):

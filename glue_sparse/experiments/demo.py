@@ -15,7 +15,7 @@ from glue_sparse_tasks.scoring import primary_metric
 DEMO_TASKS = ("sst2", "stsb")
 DEMO_TRAIN_ROWS = 2000
 DEMO_EPOCHS = 2.0
-DEMO_NOTE = ("Main job: full fine-tuning vs sparse gates vs magnitude pruning, both at 30% of gated weights removed, "
+DEMO_NOTE = ("Main job: full fine-tuning vs sparse gates vs magnitude pruning, both closing 30% of gated weights, "
              "packaged MiniLM, SST-2 and STS-B. It differs from the converged benchmark "
              "(benchmarks/minilm_converged.json: 5 tasks, 10,000 rows, 5 epochs, 3 seeds) only in size: "
              "first {rows} training rows, {epochs:g} epochs, one seed.")

@@ -173,9 +173,9 @@ class SparseGatesModel(BaseTuner):
         layout gives the same outputs; the pruned config records what was closed and what was removed.
         ``align`` rounds every kept row/column count up to a multiple of it with closed ones (folded
         zeros): matrix kernels are slower on odd widths. ``layout="remove", align=1`` removes exactly
-        what the gates closed. ``narrow_heads=True`` (BERT-style encoders) narrows query, key and value
-        per head to one shared reduced head size instead (``PruningPlan.with_narrow_heads``); off by
-        default until its speed is measured.
+        what the gates closed. ``narrow_heads=True`` (BERT-style encoders) narrows query/key and value
+        per head to reduced head sizes instead (``PruningPlan.with_narrow_heads``); off by default until
+        its speed is measured.
 
         A model in training mode is merged with its deterministic evaluation gates (a warning says so):
         noisy training gates are never folded.

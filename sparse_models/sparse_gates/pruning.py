@@ -125,18 +125,20 @@ class PruningPlan:
     closed_cols: int
     total_cols: int
     model_type: str
-    #: attention module name -> reduced head size, for attention narrowed per head (``with_narrow_heads``)
-    attention_head_sizes: dict[str, int] = field(default_factory=dict)
+    #: attention module name -> {"query_key": size, "value": size}, for attention narrowed per head
+    #: (``with_narrow_heads``)
+    attention_head_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def with_narrow_heads(self, model: nn.Module) -> "PruningPlan":
-        """Query, key and value narrowed per head to one shared reduced head size, so attention runs on
-        narrow tensors and the three row scatters and the attention-output gather disappear.
+        """Query and key, and value, narrowed per head to reduced head sizes, so attention runs on
+        narrow tensors and the row scatters (and the attention-output gather) disappear.
 
-        The shared size is the largest number of open dimensions of any head (query/key pairs and
-        values alike); a head with fewer keeps some closed ones as folded zeros, so outputs are
-        unchanged (a closed query/key dimension adds 0 to every score, a closed value dimension
-        writes 0). The attention keeps its original scaling. BERT-style encoders only: rotary or fused
-        attention cannot be narrowed this way, and other model types are returned unchanged."""
+        Query/key and value get a size each: the largest number of open dimensions of any head (trained
+        gates close most query/key dimensions of early layers but few value ones). A head with fewer
+        keeps some closed ones as folded zeros, so outputs are unchanged (a closed query/key dimension
+        adds 0 to every score, a closed value dimension writes 0). The attention keeps its original
+        scaling. BERT-style encoders only: rotary or fused attention cannot be narrowed this way, and
+        other model types are returned unchanged."""
         if self.model_type not in HEAD_NARROWING_TYPES:
             return self
         config = unwrap_gated_model(model).config
@@ -153,15 +155,19 @@ class PruningPlan:
                 continue
             per_head_qk = _per_head(modules[q].kept_out, heads, head_dim)
             per_head_v = _per_head(modules[v].kept_out, heads, head_dim)
-            size = max(len(x) for x in per_head_qk + per_head_v)
-            if size >= head_dim:
-                continue  # some head is fully open: nothing to narrow
-            qk_rows = _padded_heads(per_head_qk, head_dim, size)
-            v_rows = _padded_heads(per_head_v, head_dim, size)
-            for member, rows in ((q, qk_rows), (k, qk_rows), (v, v_rows)):
-                modules[member] = replace(modules[member], kept_out=rows, scatter_out=False, head_narrowed=True)
-            modules[o] = replace(modules[o], kept_in=v_rows, gather_in=False, head_narrowed=True)
-            sizes[block[:-1]] = size
+            size_qk = max(1, max(len(x) for x in per_head_qk))  # a 0-wide head cannot be reshaped into
+            size_v = max(1, max(len(x) for x in per_head_v))
+            if size_qk >= head_dim and size_v >= head_dim:
+                continue  # some head is fully open on both sides: nothing to narrow
+            if size_qk < head_dim:
+                qk_rows = _padded_heads(per_head_qk, head_dim, size_qk)
+                for member in (q, k):
+                    modules[member] = replace(modules[member], kept_out=qk_rows, scatter_out=False, head_narrowed=True)
+            if size_v < head_dim:
+                v_rows = _padded_heads(per_head_v, head_dim, size_v)
+                modules[v] = replace(modules[v], kept_out=v_rows, scatter_out=False, head_narrowed=True)
+                modules[o] = replace(modules[o], kept_in=v_rows, gather_in=False, head_narrowed=True)
+            sizes[block[:-1]] = {"query_key": min(size_qk, head_dim), "value": min(size_v, head_dim)}
         return replace(self, modules=modules, attention_head_sizes=sizes)
 
     def aligned(self, multiple: int) -> "PruningPlan":
