@@ -123,10 +123,14 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     gates_avg = statistics.fmean(summaries["gates-0.4"]["glue_average_by_seed"].values())
     lead = (gates_avg - full["glue_average"].mean) * 100
     target_lines = targets(list(summaries.values()))
-    assert any(line.startswith("- [limited, gates-0.4, seeds 1,2] gates within 2.0 points of full: ")
+    assert any(line.startswith("- [limited, gates-0.4, seeds 1,2, averages over rte+stsb only] gates within 2.0 "
+                               "points of full: ")
                and f"gates − full = {lead:+.2f} points (margin {lead + 2.0:+.2f})" in line
                for line in target_lines), target_lines
-    floor = next(line for line in target_lines if "convergence floor" in line)
+    floor = next(line for line in target_lines if "convergence floor" in line)  # a part of a grid: 2 of 5 tasks
+    assert "not judged, these rows average rte+stsb only" in floor and "MISSED" not in floor
+    five = dict(full, average_tasks=["cola", "mrpc", "rte", "sst2", "stsb"])  # as if the grid were whole
+    floor = next(line for line in targets([five]) if "convergence floor" in line)
     assert f"{full['glue_average'].mean * 100:.2f}" in floor and ("MISSED" in floor) == (
         full["glue_average"].mean * 100 < 66.0)
     removal = next(line for line in target_lines if "achieved removal within ±3 points" in line)
@@ -139,7 +143,7 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     assert any(f"gates − full = {lead_seed1:+.2f} points" in line for line in targets([full, *one_seed]))
     # every gate method at a removal is judged (gates+lora, gates+full), not only gates alone
     both = [dict(summaries["gates-0.4"], label="gates+full-0.4", method="gates+full")]
-    assert any(line.startswith("- [limited, gates+full-0.4, seeds 1,2] gates within 2.0 points of full")
+    assert any(line.startswith("- [limited, gates+full-0.4, seeds 1,2, averages over rte+stsb only] gates within")
                for line in targets([full, *both]))
     csv_lines = paths["csv"].read_text().splitlines()
     assert csv_lines[0].startswith("method,regime,seeds,rte,stsb,GLUE avg")
@@ -178,6 +182,17 @@ def test_bench_flags_override_the_config_file(tmp_path):
     gates = next(r for r in runs if r["label"] == "g6")
     assert gates["config"].target_removal == 0.6 and gates["config"].prune
 
+    # --only-tasks/--only-seeds run a part of the grid (per-method entries included), with the grid's own
+    # cells; a name outside the grid is an error naming it
+    config.write_text("tasks: [rte, stsb]\nseeds: [1, 2]\nmethods: [full, {method: full, label: f1, seeds: [1]}]\n")
+    parts = lambda *flags: sorted((r["label"], r["task"], r["seed"]) for r in _bench_config(build_parser().parse_args(
+        ["bench", "--config", str(config), *flags, "--output", str(tmp_path / "out")])).runs())
+    whole = parts()
+    assert len(whole) == 6 and parts("--only-tasks", "rte") == [c for c in whole if c[1] == "rte"]
+    assert parts("--only-tasks", "stsb", "--only-seeds", "2") == [("full", "stsb", 2)]
+    with pytest.raises(BenchConfigError, match=r"only_tasks \['cola'\] names no cell of this grid"):
+        parts("--only-tasks", "cola")
+
 
 def test_rows_of_changed_defaults_are_set_aside_and_only_their_cells_rerun(finished, tiny_base, glue_fixture_dir,
                                                                            tmp_path):
@@ -213,6 +228,20 @@ def test_rows_of_changed_defaults_are_set_aside_and_only_their_cells_rerun(finis
             assert json.loads((copy / r["run_dir"] / "run_config.json").read_text())["learning_rate"] != 0.05
 
 
+def test_a_part_of_the_grid_keeps_the_rows_of_the_other_parts(finished, tiny_base, glue_fixture_dir, tmp_path):
+    """A grid too long for one working stretch runs in parts (``only_tasks``/``only_seeds``) into one
+    store: a part's cells are the grid's own (cached here), and rows of its other parts are not set aside."""
+    out, _, _ = finished
+    copy = tmp_path / "bench"
+    shutil.copytree(out, copy, symlinks=True)
+    before = read_store(copy / "results.jsonl")
+    logs: list[str] = []
+    run_bench(_bench(tiny_base, glue_fixture_dir, only_tasks=["rte"]), copy, log=logs.append)
+    assert read_store(copy / "results.jsonl") == before
+    assert sum(line.endswith(": cached") for line in logs) == 4  # rte x 2 methods x 2 seeds
+    assert not (copy / "superseded.jsonl").exists()
+
+
 def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     from glue_sparse.cli.main import main
 
@@ -221,6 +250,20 @@ def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| full | limited | 1,2 |" in printed and (tmp_path / "report.csv").is_file()
     assert main(["report", "--results", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]) == 2
+
+    # the parts of one grid (run in different working stretches, one task each) report as one store
+    rows = read_store(store)
+    parts = []
+    for task in ("rte", "stsb"):
+        parts += ["--results", str(tmp_path / f"{task}.jsonl")]
+        (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["task"] == task))
+    assert main(["report", "--results", *parts[1::2], "--out", str(tmp_path / "parts")]) == 0  # a shell glob
+    assert (tmp_path / "parts" / "report.csv").read_text() == (tmp_path / "report.csv").read_text()
+    assert main(["report", *parts, "--out", str(tmp_path / "parts")]) == 0  # --results repeated
+    assert (tmp_path / "parts" / "report.csv").read_text() == (tmp_path / "report.csv").read_text()
+    capsys.readouterr()
+    assert main(["report", "--results", str(store), "--results", str(store), "--out", str(tmp_path / "twice")]) == 2
+    assert "is also in" in capsys.readouterr().err
 
 
 def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue_fixture_dir, tmp_path, monkeypatch):

@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", help=f"comma-separated methods: {', '.join(METHODS)}")
     p.add_argument("--regimes", help="comma-separated: full, limited")
     p.add_argument("--seeds", help="comma-separated seeds")
+    p.add_argument("--only-tasks", help="run only this part of the grid: comma-separated tasks (its rows are the "
+                   "whole grid's; for a grid longer than one working stretch)")
+    p.add_argument("--only-seeds", help="run only this part of the grid: comma-separated seeds")
     p.add_argument("--model", dest="base_model", help="encoder folder or Hub name (default: packaged MiniLM)")
     p.add_argument("--epochs", type=float)
     p.add_argument("--max-steps", type=int)
@@ -46,7 +49,8 @@ def _bench_config(args: argparse.Namespace):
         raw = BenchConfig.load(args.config).to_dict()
         raw["methods"] = [{"method": m["method"], "label": m["label"], **m["options"],
                            **{k: m[k] for k in GRID_OVERRIDES if m.get(k) is not None}} for m in raw["methods"]]
-    for name, cast in (("tasks", str), ("methods", str), ("regimes", str), ("seeds", int)):
+    for name, cast in (("tasks", str), ("methods", str), ("regimes", str), ("seeds", int), ("only_tasks", str),
+                       ("only_seeds", int)):
         value = getattr(args, name)
         if value:
             raw[name] = [cast(v) for v in value.split(",") if v]

@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from glue_sparse.experiments.bench import BenchConfigError, read_store
+from glue_sparse.experiments.bench import BenchConfigError, read_stores
 from glue_sparse.experiments.report import write_report
 
 HELP = "markdown/CSV tables and plots from a bench results store"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", required=True, help="a bench results.jsonl")
+    p.add_argument("--results", required=True, nargs="+", action="extend",
+                   help="bench results.jsonl file(s); several report the parts of one grid together")
     p.add_argument("--out", required=True, help="folder for report.md, report.csv and the plots")
     p.add_argument("--convention", default="default", help="default, leaderboard or bert_paper")
     p.add_argument("--title", default="glue-sparse benchmark")
@@ -21,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        rows = read_store(args.results)
+        rows = read_stores(args.results)
         paths = write_report(rows, args.out, args.convention, title=args.title)
     except (BenchConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -82,6 +82,10 @@ class BenchConfig:
     use_hub: bool = True
     cpus_per_cell: float = 1.0  # Ray resources of one grid cell (executor "ray")
     gpus_per_cell: float = 0.0
+    # A part of the grid to run now (None: all of it), for a grid longer than one working stretch. A
+    # part's rows are the whole grid's own (same keys), and other parts' rows in the store stay.
+    only_tasks: list[str] | None = None
+    only_seeds: list[int] | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
@@ -130,13 +134,18 @@ class BenchConfig:
         if len(set(cells)) != len(cells):
             raise BenchConfigError(f"{source}: method labels must be unique within a regime, got {cells}")
         try:  # every combination must be a valid fine-tuning config
-            for _ in self.runs():
-                pass
+            grid = list(self.runs(whole=True))
         except ValueError as exc:
             raise BenchConfigError(f"{source}: {exc}") from None
+        for name, key in (("only_tasks", "task"), ("only_seeds", "seed")):
+            outside = sorted(set(getattr(self, name) or ()) - {run[key] for run in grid}, key=str)
+            if outside:
+                raise BenchConfigError(f"{source}: {name} {outside} names no cell of this grid; its {key}s are "
+                                       f"{sorted({run[key] for run in grid}, key=str)}")
 
-    def runs(self) -> Iterator[dict[str, Any]]:
-        """Every grid cell; magnitude cells come after all others (they prune the full arm's runs)."""
+    def runs(self, whole: bool = False) -> Iterator[dict[str, Any]]:
+        """The cells of the part to run (``whole``: of the whole grid); magnitude cells come after all
+        others (they prune the full arm's runs, which a task-and-seed part always holds)."""
 
         def full_label(regime: str) -> str | None:
             return next((m.label for m in self.methods if m.method == "full" and regime in (m.regimes or self.regimes)
@@ -148,7 +157,11 @@ class BenchConfig:
                 for spec in self.methods:
                     if seed not in (spec.seeds or self.seeds) or regime not in (spec.regimes or self.regimes):
                         continue
+                    if not whole and self.only_seeds and seed not in self.only_seeds:
+                        continue
                     for task in spec.tasks or self.tasks:
+                        if not whole and self.only_tasks and task not in self.only_tasks:
+                            continue
                         options = {**self.finetune, **spec.options}
                         if spec.method in REMOVAL_METHODS:
                             options["prune"] = True
@@ -178,6 +191,23 @@ def read_store(path: str | Path) -> list[dict[str, Any]]:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise BenchConfigError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+    return rows
+
+
+def read_stores(paths: list[str | Path]) -> list[dict[str, Any]]:
+    """Rows of several stores, e.g. the parts of a grid run in different working stretches (one task
+    each); a row found in two of them is an error naming both, so no cell counts twice."""
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, Path] = {}
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise BenchConfigError(f"{path}: no such results store")
+        for row in read_store(path):
+            if row["key"] in seen:
+                raise BenchConfigError(f"{path}: row {row['key']} ({row['task']} · {row['label']} · seed "
+                                       f"{row['seed']}) is also in {seen[row['key']]}")
+            seen[row["key"]] = path
+            rows.append(row)
     return rows
 
 
@@ -310,12 +340,12 @@ def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None
 EXECUTORS = ("local", "ray")
 
 
-def grid_cells(bench: BenchConfig) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
-    """(title, run, key, identity) of every grid cell, in grid order."""
+def grid_cells(bench: BenchConfig, whole: bool = False) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """(title, run, key, identity) of every cell of the part to run (``whole``: of the grid), in grid order."""
     from importlib import metadata
 
     version = metadata.version("glue-sparse")
-    runs = list(bench.runs())
+    runs = list(bench.runs(whole))
     fingerprints: dict[tuple, dict[str, str]] = {}
     cells = []
     for i, run in enumerate(runs, 1):
@@ -421,7 +451,8 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
     store = output / RESULTS_FILE
     grid = grid_cells(bench)
     rows = read_store(store)
-    current = set_aside_superseded(rows, grid, output, log)
+    whole = grid_cells(bench, whole=True) if bench.only_tasks or bench.only_seeds else grid
+    current = set_aside_superseded(rows, whole, output, log)  # rows of the grid's other parts stay
     if len(current) < len(rows):
         rows = current
         write_store(store, rows)
