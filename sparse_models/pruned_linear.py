@@ -12,10 +12,8 @@ class PrunedLinear(nn.Module):
 
     ``gather_in``: the input arrives at full width and the kept columns are selected. Without it the
     input already has exactly ``kept_in`` features (a narrowed producer upstream).
-    ``scatter_out``: the output goes back to the full width (the residual stream or an attention
-    reshape needs it), closed rows reading 0. Without it the narrow output feeds a chained consumer
-    directly. The scatter is done as a gather from the output with one zero column appended: on CPU a
-    last-dimension ``index_copy_`` into zeros measured about twice as slow as that pad and gather.
+    ``scatter_out``: the output is written into zeros of the full width (the residual stream or an
+    attention reshape needs it). Without it the narrow output feeds a chained consumer directly.
     """
 
     def __init__(
@@ -39,19 +37,6 @@ class PrunedLinear(nn.Module):
             self.register_buffer("out_index", torch.zeros(kept_out, dtype=torch.long))
         # Weights come from pruning or from a checkpoint, never from a random initialiser.
         self._is_hf_initialized = True
-        self._out_gather: tuple[tuple, torch.Tensor] | None = None
-
-    def _out_gather_index(self) -> torch.Tensor:
-        """For each output feature its kept row, or the appended zero column; derived from ``out_index``
-        (the saved buffer) and re-derived whenever that tensor is replaced, moved or written, since a
-        loader may fill buffers without any module hook running."""
-        index = self.out_index
-        key = (index.data_ptr(), -1 if index.is_inference() else index._version, index.device)  # no counter there
-        if self._out_gather is None or self._out_gather[0] != key:
-            gather = torch.full((self.out_features,), len(index), dtype=torch.long, device=index.device)
-            gather[index] = torch.arange(len(index), device=index.device)
-            self._out_gather = (key, gather)
-        return self._out_gather[1]
 
     @classmethod
     def from_dense(
@@ -87,7 +72,7 @@ class PrunedLinear(nn.Module):
             x = x.index_select(1, self.in_index)
         y = F.linear(x, self.weight, self.bias)
         if self.scatter_out:
-            y = F.pad(y, (0, 1)).index_select(1, self._out_gather_index())
+            y = y.new_zeros(y.shape[0], self.out_features).index_copy_(1, self.out_index, y)
         return y.reshape(*lead, y.shape[-1])
 
     def extra_repr(self) -> str:

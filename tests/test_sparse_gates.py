@@ -170,29 +170,6 @@ def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):
         assert torch.equal(reloaded(**inputs).logits, pruned(**inputs).logits)
 
 
-def test_pruned_linear_scatter_follows_its_saved_index():
-    """The scatter back to full width reads an index derived from the saved ``out_index``: a layer whose
-    buffers are overwritten (``load_state_dict``, as a loader may do without running any hook) or moved
-    computes with the new index, and closed rows read exactly 0 plus nothing."""
-    weight, bias = torch.randn(10, 6), torch.randn(10)
-    x = torch.randn(2, 3, 6)
-    kept_in = torch.tensor([0, 2, 5])
-    layers = [PrunedLinear.from_dense(weight, bias, kept_in, torch.tensor(rows), gather_in=True, scatter_out=True)
-              for rows in ([1, 4, 7], [0, 2, 3])]
-    for layer, rows in zip(layers, ([1, 4, 7], [0, 2, 3])):
-        expected = torch.zeros(2, 3, 10)
-        expected[..., rows] = x[..., kept_in] @ weight[rows][:, kept_in].T + bias[rows]
-        assert torch.allclose(layer(x), expected, atol=1e-6)
-        assert (layer(x)[..., [i for i in range(10) if i not in rows]] == 0).all()
-    first, second = layers
-    first(x)  # its derived index is cached now
-    first.load_state_dict(second.state_dict())
-    assert torch.equal(first(x), second(x))
-    with torch.inference_mode():  # inference tensors carry no version counter
-        assert torch.equal(PrunedLinear.from_dense(weight, bias, kept_in, torch.tensor([0, 2, 3]), True, True)(x),
-                           second(x))
-
-
 def test_pruning_removes_ffn_and_value_output_chains():
     model = _gated("bert", target_modules=["intermediate.dense", "attention.self.value"])
     layer0 = "base_model.model.bert.encoder.layer.0."
