@@ -143,6 +143,10 @@ class BenchConfig:
                 raise BenchConfigError(f"{source}: {name} {outside} names no cell of this grid; its {key}s are "
                                        f"{sorted({run[key] for run in grid}, key=str)}")
 
+    def in_part(self, task: str, seed: int) -> bool:
+        """Whether a cell belongs to the part to run (``only_tasks``/``only_seeds``; everything without)."""
+        return (not self.only_tasks or task in self.only_tasks) and (not self.only_seeds or seed in self.only_seeds)
+
     def runs(self, whole: bool = False) -> Iterator[dict[str, Any]]:
         """The cells of the part to run (``whole``: of the whole grid); magnitude cells come after all
         others (they prune the full arm's runs, which a task-and-seed part always holds)."""
@@ -157,10 +161,8 @@ class BenchConfig:
                 for spec in self.methods:
                     if seed not in (spec.seeds or self.seeds) or regime not in (spec.regimes or self.regimes):
                         continue
-                    if not whole and self.only_seeds and seed not in self.only_seeds:
-                        continue
                     for task in spec.tasks or self.tasks:
-                        if not whole and self.only_tasks and task not in self.only_tasks:
+                        if not (whole or self.in_part(task, seed)):
                             continue
                         options = {**self.finetune, **spec.options}
                         if spec.method in REMOVAL_METHODS:
@@ -449,9 +451,9 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     store = output / RESULTS_FILE
-    grid = grid_cells(bench)
+    whole = grid_cells(bench, whole=True)  # one pass over the data fingerprints, the part filtered from it
+    grid = [cell for cell in whole if bench.in_part(cell[1]["task"], cell[1]["seed"])]
     rows = read_store(store)
-    whole = grid_cells(bench, whole=True) if bench.only_tasks or bench.only_seeds else grid
     current = set_aside_superseded(rows, whole, output, log)  # rows of the grid's other parts stay
     if len(current) < len(rows):
         rows = current
