@@ -11,7 +11,7 @@ from transformers import TrainerCallback
 
 from glue_sparse.experiments.bench import BenchConfig, BenchConfigError, read_store, run_bench
 from glue_sparse.experiments.finetune import run_finetune
-from glue_sparse.experiments.report import summarise, targets, write_report
+from glue_sparse.experiments.report import _score_axis_label, summarise, targets, write_report
 from glue_sparse_tasks import scoring
 from tests.tiny_models import save_tiny_classifier
 
@@ -148,6 +148,9 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     csv_lines = paths["csv"].read_text().splitlines()
     assert csv_lines[0].startswith("method,regime,seeds,rte,stsb,GLUE avg")
     assert len(csv_lines) == 3
+    # the score plot's axis names what a part of a grid averages, not "GLUE average"
+    assert _score_axis_label(list(summaries.values()), "default") == "average over rte, stsb ×100 (partial)"
+    assert _score_axis_label(summarise([r for r in rows if r["task"] == "rte"]), "default") == "rte score ×100"
     for key in ("score_plot", "latency_plot"):
         data = paths[key].read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 1000

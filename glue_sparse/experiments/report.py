@@ -99,6 +99,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             "glue_average": Summary([v for v in avg_values if v is not None]),
             "glue_average_by_seed": {seed: v for seed, v in zip(averages, avg_values) if v is not None},
             "average_label": any_avg.label(), "average_tasks": sorted(any_avg.entries),
+            "average_complete": any_avg.is_complete,
             "trainable": statistics.median(r["accounting"]["trainable_parameters"] for r in group),
             "removed_gated": Summary([r["accounting"]["removed_share_of_gated"] for r in group]),
             # what the timed pruned model physically removed (its layout may keep closed weights as zeros)
@@ -272,6 +273,15 @@ def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) 
     tmp.replace(path)
 
 
+def _score_axis_label(summaries: Sequence[dict[str, Any]], convention: str) -> str:
+    """The score plot's y-axis: the GLUE average, or the tasks a partial average covers (a one-task
+    part of a grid plots that task's score, and the axis says so)."""
+    if all(s["average_complete"] for s in summaries):
+        return f"GLUE average ×100 ({convention})"
+    tasks = sorted({t for s in summaries for t in s["average_tasks"]})
+    return f"{tasks[0]} score ×100" if len(tasks) == 1 else f"average over {', '.join(tasks)} ×100 (partial)"
+
+
 def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention: str = "default",
                  title: str = "glue-sparse benchmark", preface: str = "") -> dict[str, Path]:
     """Write report.md, report.csv and the two PNG plots; return their paths."""
@@ -294,7 +304,7 @@ def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention
            _pruned_line(summaries),
            "", f"![score vs removed]({SCORE_PLOT})", f"![latency vs removed]({LATENCY_PLOT})", ""]
     paths["markdown"] = write_text_atomic(out_dir / REPORT_MD, "\n".join(line for line in md if line is not None))
-    _plot(summaries, "score", f"GLUE average ×100 ({convention})", out_dir / SCORE_PLOT)
+    _plot(summaries, "score", _score_axis_label(summaries, convention), out_dir / SCORE_PLOT)
     _plot(summaries, "latency", "CPU eval speed-up, dense ms / pruned ms", out_dir / LATENCY_PLOT)
     paths["score_plot"], paths["latency_plot"] = out_dir / SCORE_PLOT, out_dir / LATENCY_PLOT
     return paths
