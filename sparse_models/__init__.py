@@ -20,6 +20,7 @@ from sparse_models.modeling_sparse_pruned import (
     SparsePrunedPreTrainedModel,
 )
 from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.residual_add import ResidualAddOutput
 from sparse_models.sparse_gates import SparseGatesConfig, SparseGatesModel
 from sparse_models.sparse_gates.pruning import plan_pruning
 
@@ -27,6 +28,7 @@ __all__ = [
     "ParameterAccounting",
     "PrunedLinear",
     "QueryKeyNarrowedAttention",
+    "ResidualAddOutput",
     "SparseGatesConfig",
     "SparseGatesModel",
     "SparsePrunedConfig",

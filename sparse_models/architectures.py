@@ -16,7 +16,8 @@ from typing import Any
 
 from glue_sparse_tasks.errors import UserInputError
 
-__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "default_target_modules", "chains_for", "max_input_length"]
+__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "RESIDUAL_OUTPUT_TYPES", "default_target_modules", "chains_for",
+           "max_input_length"]
 
 _BERT_TARGETS = ("query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense")
 _LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -68,6 +69,14 @@ CHAINS: dict[str, tuple[Chain, ...]] = {
     "qwen2": _LLAMA_CHAINS,
     "qwen3": _LLAMA_CHAINS,
 }
+
+
+#: Model types whose residual adds happen inside output modules named ``*output`` holding ``dense``,
+#: ``dropout`` and ``LayerNorm`` and computing ``LayerNorm(dropout(dense(h)) + residual)`` (transformers'
+#: ``BertSelfOutput``/``BertOutput`` and their copies), so a row-pruned ``dense`` can add its kept rows
+#: straight into the residual (``sparse_models.residual_add``). GPT-2 and Llama add in the block's own
+#: forward and keep the scatter.
+RESIDUAL_OUTPUT_TYPES = ("bert", "roberta", "xlm-roberta", "electra")
 
 
 def default_target_modules(model_type: str) -> list[str]:

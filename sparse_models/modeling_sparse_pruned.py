@@ -24,6 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
 from sparse_models.modules import replace_module
 from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.residual_add import fuse_residual_adds
 
 __all__ = [
     "SparsePrunedPreTrainedModel",
@@ -55,6 +56,7 @@ class SparsePrunedPreTrainedModel(PreTrainedModel):
             model = _AUTO_FOR_HEAD[config.head].from_config(config.inner_config())
             _install_pruned_shapes(model, config.pruned_modules)
             set_attention_head_sizes(model, config.attention_head_sizes)
+        fuse_residual_adds(model, config.base_config.get("model_type", ""))
         self.model = model
         self.post_init()
 

@@ -13,7 +13,9 @@ class PrunedLinear(nn.Module):
     ``gather_in``: the input arrives at full width and the kept columns are selected. Without it the
     input already has exactly ``kept_in`` features (a narrowed producer upstream).
     ``scatter_out``: the output is written into zeros of the full width (the residual stream or an
-    attention reshape needs it). Without it the narrow output feeds a chained consumer directly.
+    attention reshape needs it), or added straight into the residual (``add_to``) where the block's
+    own output module does that add (``sparse_models.residual_add``). Without it the narrow output
+    feeds a chained consumer directly.
     """
 
     def __init__(
@@ -64,16 +66,29 @@ class PrunedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.gather_in or self.scatter_out):
             return F.linear(x, self.weight, self.bias)
-        # Index work on a 2-D (tokens, features) view: on CPU a last-dimension gather of a 3-D
-        # (batch, length, features) tensor measured 4-5x slower than the same gather on its 2-D view.
         lead = x.shape[:-1]
-        x = x.reshape(-1, x.shape[-1])
-        if self.gather_in:
-            x = x.index_select(1, self.in_index)
-        y = F.linear(x, self.weight, self.bias)
+        y = self._kept_rows(x)
         if self.scatter_out:
             y = y.new_zeros(y.shape[0], self.out_features).index_copy_(1, self.out_index, y)
         return y.reshape(*lead, y.shape[-1])
+
+    def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """``self(x) + residual`` without building the full-width output: kept rows are added straight
+        into (a copy of) the residual, which saves the scatter into zeros and is exact (each sum is the
+        same ``y + r``; rows not kept are ``r``)."""
+        if not self.scatter_out:
+            return self(x) + residual
+        y = self._kept_rows(x)
+        return residual.reshape(-1, self.out_features).index_add(1, self.out_index, y).view(residual.shape)
+
+    def _kept_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """The (tokens, kept_out) output. Index work runs on a 2-D (tokens, features) view: on CPU a
+        last-dimension gather of a 3-D (batch, length, features) tensor measured 4-5x slower than the
+        same gather on its 2-D view."""
+        x = x.reshape(-1, x.shape[-1])
+        if self.gather_in:
+            x = x.index_select(1, self.in_index)
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (

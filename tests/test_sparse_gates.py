@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 import sparse_models
 from sparse_models import (
     PrunedLinear,
+    ResidualAddOutput,
     SparseGatesConfig,
     SparsePrunedForCausalLM,
     SparsePrunedForSequenceClassification,
@@ -168,6 +169,52 @@ def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):
     inputs = _inputs()
     with torch.no_grad():
         assert torch.equal(reloaded(**inputs).logits, pruned(**inputs).logits)
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2"])
+def test_output_layers_add_kept_rows_into_the_residual(arch, tmp_path):
+    """BERT-family output layers whose closed rows are removed add their kept rows straight into the
+    residual (no scatter into zeros first): bit-for-bit the scatter's outputs, installed again when the
+    checkpoint loads, the stock forward while training with dropout, and timed with that add by the
+    cost model. GPT-2 adds in its block's forward and keeps the scatter."""
+    model = _gated(arch)
+    set_gate_pattern(model)
+    model.eval()
+    plan = sparse_models.plan_pruning(model)
+    pruned = model.merge_and_unload(layout="remove", align=1)
+    fused = [m for m in pruned.modules() if isinstance(m, ResidualAddOutput)]
+    scattering = [n for n, m in pruned.named_modules() if isinstance(m, PrunedLinear) and m.scatter_out]
+    if arch == "gpt2":
+        assert not fused and scattering
+        return
+    assert len(fused) == 4 and all(m.dense.scatter_out for m in fused)  # 2 layers x (attention, FFN) output
+    inputs = _inputs()
+    with torch.no_grad():
+        fused_logits = pruned(**inputs).logits
+    fused_class = {m: type(m) for m in fused}
+    for m in fused:  # back to the stock class: (ResidualAdd<cls>, ResidualAddOutput, <cls>, ...)
+        m.__class__ = type(m).__mro__[2]
+    with torch.no_grad():
+        assert torch.equal(pruned(**inputs).logits, fused_logits)
+        pruned.train()
+        torch.manual_seed(0)
+        stock_train = pruned(**inputs).logits
+    for m, cls in fused_class.items():
+        m.__class__ = cls
+    with torch.no_grad():
+        torch.manual_seed(0)
+        assert torch.equal(pruned(**inputs).logits, stock_train)
+    pruned.eval().save_pretrained(tmp_path)
+    reloaded = AUTO["SEQ_CLS"].from_pretrained(tmp_path).eval()
+    assert sum(isinstance(m, ResidualAddOutput) for m in reloaded.modules()) == 4
+    with torch.no_grad():
+        assert torch.equal(reloaded(**inputs).logits, fused_logits)
+
+    output_rows = [p for n, p in plan.modules.items() if n.endswith("output.dense") and p.scatter_out]
+    assert output_rows and all(p.residual_add for p in output_rows)
+    assert not any(p.residual_add for n, p in plan.modules.items() if not n.endswith("output.dense"))
+    chosen = choose_sides(plan, tokens=64, cache=tmp_path / "timings.json")
+    assert all(p.name in chosen for p in output_rows)  # remove vs keep rows, each timed with its residual add
 
 
 def test_pruning_removes_ffn_and_value_output_chains():

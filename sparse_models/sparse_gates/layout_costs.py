@@ -2,8 +2,8 @@
 
 Removing the closed columns of a layer whose input arrives at full width costs a gather; removing
 closed rows whose output must go back to full width (the residual stream, the attention reshape)
-costs a scatter. On CPU either can cost more than the smaller matrix saves (at 10-20% removal it
-does). ``choose_sides`` times every candidate layout of each such layer (the real ``PrunedLinear``
+costs a scatter (in BERT-family output layers an add into the residual, timed with that add). On CPU
+either can cost more than the smaller matrix saves (at 10-20% removal it does). ``choose_sides`` times every candidate layout of each such layer (the real ``PrunedLinear``
 forward, or the plain matrix when nothing is removed, on random inputs of a nominal token count) and
 keeps the fastest. Closed weights kept as folded zeros give the same output as removing them, so
 every choice is exact; only speed differs.
@@ -75,7 +75,8 @@ def candidate_sides(plan: ModulePlan) -> list[Side]:
 def _shape_key(plan: ModulePlan, tokens: int, dtype: torch.dtype, device: torch.device) -> dict:
     return {"tokens": tokens, "dtype": str(dtype), "device": device.type, "in": plan.in_features,
             "out": plan.out_features, "kept_in": len(plan.kept_in), "kept_out": len(plan.kept_out),
-            "gather_in": plan.gather_in, "scatter_out": plan.scatter_out, "bias": plan.has_bias}
+            "gather_in": plan.gather_in, "scatter_out": plan.scatter_out, "bias": plan.has_bias,
+            "residual_add": plan.residual_add}
 
 
 def _index_ops(plan: ModulePlan) -> int:
@@ -93,12 +94,15 @@ def _time_layouts(plans: list[ModulePlan], tokens: int, dtype: torch.dtype, devi
         x = torch.randn(tokens, width, generator=generator).to(device=device, dtype=dtype)
         weight = torch.randn(plan.out_features, plan.in_features, generator=generator).to(device=device, dtype=dtype)
         bias = torch.zeros(plan.out_features, device=device, dtype=dtype) if plan.has_bias else None
-        if plan.changed:
-            layer = PrunedLinear.from_dense(weight, bias, plan.kept_in.to(device), plan.kept_out.to(device),
-                                            plan.gather_in, plan.scatter_out)
-            calls.append((layer, x))
+        layer = (PrunedLinear.from_dense(weight, bias, plan.kept_in.to(device), plan.kept_out.to(device),
+                                         plan.gather_in, plan.scatter_out) if plan.changed
+                 else lambda inp, w=weight, b=bias: F.linear(inp, w, b))
+        if plan.residual_add:  # the add is part of what a row scatter there costs, so time it on both sides
+            residual = torch.randn(tokens, plan.out_features, generator=generator).to(device=device, dtype=dtype)
+            add = layer.add_to if plan.changed else (lambda inp, r, f=layer: f(inp) + r)
+            calls.append((lambda inp, f=add, r=residual: f(inp, r), x))
         else:
-            calls.append((lambda inp, w=weight, b=bias: F.linear(inp, w, b), x))
+            calls.append((layer, x))
     samples: list[list[float]] = [[] for _ in calls]
     for round_index in range(_ROUNDS + 1):
         for i, (fn, x) in enumerate(calls):

@@ -26,6 +26,7 @@ from sparse_models.architectures import Chain, chains_for
 from sparse_models.modeling_sparse_pruned import set_attention_head_sizes, wrap_pruned
 from sparse_models.modules import replace_module, unwrap_gated_model
 from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.residual_add import adds_into_residual
 from sparse_models.sparse_gates.layer import SparseGatesLayer
 
 __all__ = ["LAYOUTS", "ModulePlan", "PruningPlan", "Side", "plan_pruning", "prune_dense_model"]
@@ -64,6 +65,7 @@ class ModulePlan:
     alive_out: int = -1  # -1: same as kept (set in __post_init__; ``replace`` then carries it over)
     alive_in: int = -1
     head_narrowed: bool = False  # rows (q, k, v) or columns (attention output) laid out per attention head
+    residual_add: bool = False  # a row scatter here is an add into the residual (``sparse_models.residual_add``)
 
     def __post_init__(self) -> None:
         if self.alive_out < 0:
@@ -296,6 +298,7 @@ def plan_pruning(model: nn.Module) -> PruningPlan:
             scatter_out=name not in narrow_out and len(kept_out) < out_features,
             has_bias=getattr(base, "bias", None) is not None,
             gated=name in gated,
+            residual_add=adds_into_residual(model_type, name, named.get(name.rpartition(".")[0])),
         )
     return PruningPlan(plans, closed_rows, total_rows, closed_cols, total_cols, model_type)
 
