@@ -21,7 +21,7 @@ from peft import get_peft_model
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from glue_sparse.experiments.packaged import minilm_path
-from glue_sparse.experiments.speed import _texts, calibrate_closed_fraction, time_rounds, tokenized_batches
+from glue_sparse.experiments.speed import calibrate_closed_fraction, time_rounds, timing_texts, tokenized_batches
 from sparse_models import ResidualAddOutput, SparseGatesConfig
 
 
@@ -36,7 +36,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     path = minilm_path()
-    texts, source = _texts(args.data_dir, args.batch_size * args.batches)
+    texts, source = timing_texts(args.data_dir, args.batch_size * args.batches)
     batches = tokenized_batches(AutoTokenizer.from_pretrained(path), texts, args.batch_size, args.batches)
     torch.manual_seed(0)
     dense = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).eval()

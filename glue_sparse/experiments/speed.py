@@ -31,7 +31,8 @@ from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
-           "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds"]
+           "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds",
+           "timing_texts", "tokenized_batches"]
 
 
 @dataclass
@@ -274,7 +275,7 @@ HEADS_SUFFIX = "+heads"
 SYNTHETIC_WORDS = "the film is a quiet and often funny portrait of people who".split()
 
 
-def _texts(data_dir: str | None, n: int) -> tuple[list[str], str]:
+def timing_texts(data_dir: str | None, n: int) -> tuple[list[str], str]:
     """SST-2 validation sentences when available (GLUE-like lengths), else synthetic ones."""
 
     try:
@@ -300,7 +301,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    texts, source = _texts(options.data_dir, max(batch_sizes) * options.batches)
+    texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
     batches = {bs: tokenized_batches(tokenizer, texts, bs, options.batches) for bs in batch_sizes}
     torch.manual_seed(0)
     dense = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).eval()
