@@ -77,6 +77,9 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             if r["task"] in common:
                 by_seed[r["seed"]].update(r["flat_metrics"])
         averages = {seed: scoring.glue_average(flat, convention) for seed, flat in by_seed.items()}
+        cells: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for r in group:
+            cells[r["seed"]][r["task"]] = {"flat": r["flat_metrics"], "peak_rss_mb": r["peak_rss_bytes"] / 2**20}
         per_task = {t: Summary([r["flat_metrics"][_primary_key(t, convention)] for r in group
                                 if r["task"] == t and _primary_key(t, convention) in r["flat_metrics"]])
                     for t in tasks}
@@ -97,7 +100,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
                                for r in group if r["hyperparameters"].get("target_removal")],
             "devices": sorted({str(r.get("device") or "cpu") for r in group}),
             "glue_average": Summary([v for v in avg_values if v is not None]),
-            "glue_average_by_seed": {seed: v for seed, v in zip(averages, avg_values) if v is not None},
+            "cells": dict(cells), "convention": convention,
             "average_label": any_avg.label(), "average_tasks": sorted(any_avg.entries),
             "average_complete": any_avg.is_complete,
             "trainable": statistics.median(r["accounting"]["trainable_parameters"] for r in group),
@@ -110,8 +113,6 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             "pruned_ms": Summary(pruned_ms),
             "latency_ratio": Summary([l["latency_ratio"] for l in latencies if "latency_ratio" in l]),
             "peak_rss_mb": Summary([r["peak_rss_bytes"] / 2**20 for r in group]),
-            "peak_rss_mb_by_seed": {seed: statistics.fmean(r["peak_rss_bytes"] / 2**20 for r in group
-                                                           if r["seed"] == seed) for seed in by_seed},
             "seconds_per_step": Summary([r["seconds_per_step"] for r in group if r["seconds_per_step"]]),
             "pruned_max_diff": max((abs(r["pruned_metrics"].get(k, v) - v) for r in group if r["pruned_metrics"]
                                     for k, v in r["metrics"].items()), default=None),
@@ -119,9 +120,42 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
     return out
 
 
-def _mean_over(by_seed: dict[int, float], seeds: Sequence[int]) -> float | None:
-    values = [by_seed[s] for s in seeds if s in by_seed]
-    return statistics.fmean(values) if values else None
+@dataclass(frozen=True)
+class Paired:
+    """Two arms on the cells they share: the same seeds, and on each seed the same tasks."""
+
+    seeds: list[int]
+    tasks: list[str]
+    average: float  # the first arm's GLUE (partial) average over those cells, mean over the seeds
+    other_average: float
+    peak_rss_mb: float  # mean over those cells
+    other_peak_rss_mb: float
+
+
+def paired(arm: dict[str, Any], other: dict[str, Any]) -> Paired | None:
+    """Compare two summaries only where both ran: the seeds both have, and the tasks both have on every
+    one of those seeds. (Averaging each arm over its own cells would set, say, a one-seed two-task arm
+    against a three-seed one-task mean when a grid is reported in parts.)"""
+    seeds = sorted(set(arm["cells"]) & set(other["cells"]))
+    if not seeds:
+        return None
+    tasks = sorted(set.intersection(*(set(arm["cells"][s]) & set(other["cells"][s]) for s in seeds)))
+    if not tasks:
+        return None
+
+    def average(side: dict[str, Any]) -> float:
+        per_seed = []
+        for seed in seeds:
+            flat: dict[str, float] = {}
+            for task in tasks:
+                flat.update(side["cells"][seed][task]["flat"])
+            per_seed.append(scoring.glue_average(flat, side["convention"]).partial_value)
+        return statistics.fmean(per_seed)
+
+    def memory(side: dict[str, Any]) -> float:
+        return statistics.fmean(side["cells"][s][t]["peak_rss_mb"] for s in seeds for t in tasks)
+
+    return Paired(seeds, tasks, average(arm), average(other), memory(arm), memory(other))
 
 
 CONVERGENCE_FLOOR = 66.0  # full fine-tuning's 5-task average (×100) below which rankings mean nothing
@@ -138,6 +172,12 @@ def _covers_floor_tasks(summary: dict[str, Any]) -> bool:
     return set(CONVERGENCE_FLOOR_TASKS) <= set(summary["average_tasks"])
 
 
+def _where(regime: str, gates: dict[str, Any], pair: Paired) -> str:
+    """Which cells a comparison stands on: the shared seeds, and the tasks when not the five."""
+    over = "" if set(CONVERGENCE_FLOOR_TASKS) <= set(pair.tasks) else f", averages over {'+'.join(pair.tasks)} only"
+    return f"[{regime}, {gates['label']}, seeds {','.join(map(str, pair.seeds))}{over}]"
+
+
 def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
@@ -145,8 +185,9 @@ def _verdict(ok: bool) -> str:
 def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
     """The benchmark's targets (issue #14), each stated as met or missed with its margin.
 
-    Comparisons are made on the seeds both sides share, so a one-seed variant is never judged against
-    a three-seed mean.
+    Comparisons are made on the cells both sides share (``paired``: the same seeds, the same tasks on
+    each), so a one-seed variant is never judged against a three-seed mean, nor a two-task average
+    against a one-task one.
     """
     lines = []
     for regime in sorted({s["regime"] for s in summaries}):
@@ -168,26 +209,23 @@ def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
                             if full["not_above_chance"] else "; above chance on every task"
                             if full["chance_recorded"] else "; chance scores not recorded in these rows"))
         for gates in [s for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"]]:
-            seeds = gates["seeds"]
-            over = "" if _covers_floor_tasks(gates) else f", averages over {'+'.join(gates['average_tasks'])} only"
-            where = f"[{regime}, {gates['label']}, seeds {','.join(map(str, seeds))}{over}]"
-            gates_avg = _mean_over(gates["glue_average_by_seed"], seeds)
             magnitude = next((s for s in in_regime if s["method"] == "magnitude"
                               and s["target_removal"] == gates["target_removal"]), None)
             for other, goal, claim in ((full, -GATES_GAP_TO_FULL, f"within {GATES_GAP_TO_FULL:.1f} points of full"),
                                        (magnitude, GATES_MARGIN_OVER_MAGNITUDE,
                                         f"≥ {GATES_MARGIN_OVER_MAGNITUDE:.1f} point above "
                                         f"{magnitude['label'] if magnitude else 'magnitude'}")):
-                other_avg = _mean_over(other["glue_average_by_seed"], seeds) if other else None
-                if gates_avg is not None and other_avg is not None:
-                    lead = (gates_avg - other_avg) * 100  # gates minus the other arm, in points
-                    lines.append(f"- {where} gates {claim}: {_verdict(lead >= goal)} — gates − {other['label']} = "
-                                 f"{lead:+.2f} points (margin {lead - goal:+.2f})")
-            lora_mb = _mean_over(lora["peak_rss_mb_by_seed"], seeds) if lora else None
-            gates_mb = _mean_over(gates["peak_rss_mb_by_seed"], seeds)
-            if lora_mb is not None and gates_mb is not None:
-                lines.append(f"- {where} peak training memory of gates ≤ LoRA: {_verdict(gates_mb <= lora_mb)} — "
-                             f"{gates_mb:.0f} MB vs {lora_mb:.0f} MB ({gates_mb - lora_mb:+.0f} MB)")
+                pair = paired(gates, other) if other else None
+                if pair is not None:
+                    lead = (pair.average - pair.other_average) * 100  # gates minus the other arm, in points
+                    lines.append(f"- {_where(regime, gates, pair)} gates {claim}: {_verdict(lead >= goal)} — "
+                                 f"gates − {other['label']} = {lead:+.2f} points (margin {lead - goal:+.2f})")
+            pair = paired(gates, lora) if lora else None
+            if pair is not None:
+                gates_mb, lora_mb = pair.peak_rss_mb, pair.other_peak_rss_mb
+                lines.append(f"- {_where(regime, gates, pair)} peak training memory of gates ≤ LoRA: "
+                             f"{_verdict(gates_mb <= lora_mb)} — {gates_mb:.0f} MB vs {lora_mb:.0f} MB "
+                             f"({gates_mb - lora_mb:+.0f} MB)")
     errors = [(e, s["label"], s["regime"]) for s in summaries for e in s["removal_errors"]]
     if errors:
         worst, label, regime = max(errors)
