@@ -30,6 +30,7 @@ __all__ = [
     "close_lowest",
     "freeze_gates",
     "magnitude_scores",
+    "random_scores",
     "importance_scores",
     "track_importance",
     "importance_state",
@@ -198,6 +199,14 @@ def magnitude_scores(model: nn.Module, adapter: str | None = None) -> dict[str, 
         out[f"{name}.row"] = rows / rows.mean().clamp_min(1e-12)
         out[f"{name}.col"] = cols / cols.mean().clamp_min(1e-12)
     return out
+
+
+def random_scores(model: nn.Module, seed: int, adapter: str | None = None) -> dict[str, torch.Tensor]:
+    """A uniform random ranking fixed by ``seed`` (so every closing event, every data-parallel rank and a
+    resumed run rank alike): the control for the learned rankings, since it spreads the closings evenly
+    over every matrix and uses no signal."""
+    generator = torch.Generator().manual_seed(seed)
+    return {key: torch.rand(p.shape, generator=generator) for key, p in gate_logits(model, adapter).items()}
 
 
 @dataclass(frozen=True)

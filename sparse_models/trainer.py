@@ -28,6 +28,7 @@ from sparse_models.removal import (
     importance_scores,
     importance_state,
     load_importance_state,
+    random_scores,
     track_importance,
 )
 from sparse_models.sparse_gates import SparseGatesModel
@@ -101,7 +102,10 @@ class RemovalCallback(TrainerCallback):
         if self.schedule is None or self.trainer.gates_final or step not in self.schedule.event_steps():
             return
         final = step >= self.schedule.final_step
-        scores = all_ranks_importance(importance_scores(self.trainer.model)) if self.score == "taylor" else None
+        if self.score == "taylor":
+            scores = all_ranks_importance(importance_scores(self.trainer.model))
+        else:
+            scores = random_scores(self.trainer.model, args.seed) if self.score == "random" else None
         close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final)
         if final:
             self._finish()

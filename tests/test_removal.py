@@ -14,7 +14,7 @@ import torch
 from glue_sparse.experiments.finetune import run_finetune
 from glue_sparse.experiments.finetune_config import FinetuneConfig, FinetuneConfigError
 from sparse_models import SparseGatesConfig, parameter_accounting
-from sparse_models.removal import RemovalSchedule, close_lowest, gate_logits, magnitude_scores
+from sparse_models.removal import RemovalSchedule, close_lowest, gate_logits, magnitude_scores, random_scores
 from tests.tiny_models import BUILDERS, TASK_TYPES, save_tiny_classifier
 
 
@@ -95,6 +95,19 @@ def test_close_lowest_keeps_already_closed_gates_closed_and_ranks_by_score():
     assert all(s.mean().item() == pytest.approx(1.0, rel=1e-5) for s in scores.values())
 
 
+def test_random_ranking_is_fixed_by_its_seed_and_spreads_the_closings_over_every_matrix():
+    def closed_rows(seed: int) -> dict[str, float]:
+        torch.manual_seed(0)
+        model = peft.get_peft_model(BUILDERS["bert"](), SparseGatesConfig(task_type="SEQ_CLS", target_removal=0.4))
+        removed = close_lowest(model, 0.4, random_scores(model, seed))
+        assert abs(removed - 0.4) <= 0.03
+        return {k: (torch.tanh(p) + 0.5 <= 0).float().mean().item() for k, p in gate_logits(model).items()}
+
+    first, again, other = closed_rows(7), closed_rows(7), closed_rows(8)
+    assert first == again and first != other
+    assert all(0 < share < 0.6 for share in first.values())  # no matrix spared, none emptied
+
+
 def test_schedule_is_a_cubic_ramp_that_ends_exactly_at_the_target():
     schedule = RemovalSchedule(target=0.3, total_steps=50, end=0.8, events=10)
     steps = schedule.event_steps()
@@ -118,11 +131,12 @@ def _gate_evals(task_dir):
                       if "sparse_gates_" in k])
 
 
-@pytest.mark.parametrize("method", ["gates", "gates+lora"])
-def test_finetune_with_target_removal_ends_at_that_share_with_binary_gates(method, tiny_base, glue_fixture_dir,
-                                                                           tmp_path):
+@pytest.mark.parametrize("method, score", [("gates", None), ("gates+lora", None), ("gates", "random")])
+def test_finetune_with_target_removal_ends_at_that_share_with_binary_gates(method, score, tiny_base,
+                                                                           glue_fixture_dir, tmp_path):
     config = FinetuneConfig(task="rte", method=method, base_model=tiny_base, target_removal=0.3, train_limit=40,
-                            epochs=1, batch_size=1, eval_batch_size=16, max_length=32, logging_steps=10, prune=True)
+                            epochs=1, batch_size=1, eval_batch_size=16, max_length=32, logging_steps=10, prune=True,
+                            removal_score=score)
     record = run_finetune(config, tmp_path, data_dir=str(glue_fixture_dir), use_hub=False)
     assert record["train_steps"] == 40  # the smallest budget
     assert abs(record["accounting"]["removed_share_of_gated"] - 0.3) <= 0.03
@@ -215,6 +229,7 @@ def test_gates_full_removes_the_share_while_every_weight_trains_and_saves_a_plai
     ({"method": "lora", "target_removal": 0.3}, "applies to gates, gates\\+lora, gates\\+full, magnitude"),
     ({"method": "full", "from_run": "x"}, "--from applies to method 'magnitude'"),
     ({"recipe": "fast"}, "unknown recipe 'fast'"),
+    ({"removal_score": "gradient"}, "unknown removal score 'gradient'; valid scores are: taylor, logit, random"),
 ])
 def test_bad_sparsity_options_fail_before_training(options, message):
     with pytest.raises(FinetuneConfigError, match=message):

@@ -21,7 +21,7 @@ from glue_sparse.experiments.options import option
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
-from sparse_models.sparse_gates.config import REFERENCE_LAMBDA, REMOVAL_LAMBDA
+from sparse_models.sparse_gates.config import REFERENCE_LAMBDA, REMOVAL_LAMBDA, REMOVAL_SCORES
 
 METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude")
 REGIMES = ("full", "limited")
@@ -116,7 +116,7 @@ class TrainingOptions:
         None, f"learning rate of the gate logits (default: {REMOVAL_GATE_TRAVEL:g} / removal steps for the removal "
               "recipe, the learning rate for the reference recipe)", aliases=("--gate-lr",))
     removal_score: str | None = option(None, "removal recipe: rank gates for closing by 'taylor' (default; "
-                                              "accumulated |dL/dz * z|) or 'logit'")
+                                              "accumulated |dL/dz * z|), 'logit' or 'random' (seeded; the control)")
     from_run: str | None = option(None, "magnitude: a finished full run folder to prune (default: train a full "
                                          "run first, under <output>/magnitude-source/)", aliases=("--from",))
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
@@ -179,6 +179,9 @@ class FinetuneConfig(TrainingOptions):
                                       f"{self.target_removal}")
         if self.recipe is not None and self.recipe not in RECIPES:
             raise FinetuneConfigError(f"unknown recipe {self.recipe!r}; valid recipes are: {', '.join(RECIPES)}")
+        if self.removal_score is not None and self.removal_score not in REMOVAL_SCORES:
+            raise FinetuneConfigError(f"unknown removal score {self.removal_score!r}; valid scores are: "
+                                      f"{', '.join(REMOVAL_SCORES)}")
         gate_keys = [k for k in GATE_DEFAULTS["removal"] if k != "target_removal"] + ["recipe"]
         given_gates = [k for k in gate_keys if getattr(self, k) is not None]
         if given_gates and self.method not in GATE_METHODS:

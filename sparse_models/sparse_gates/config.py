@@ -25,6 +25,8 @@ REFERENCE_LAMBDA = 50.0
 #: CoLA scored MCC 0.00 with it and 0.19 without (benchmarks/results/capacity_sweep). Taylor ranking needs
 #: no pull to rank gates.
 REMOVAL_LAMBDA = 0.0
+#: How removal mode may rank gates for closing (``removal_score``).
+REMOVAL_SCORES = ("taylor", "logit", "random")
 
 
 @dataclass
@@ -67,7 +69,8 @@ class SparseGatesConfig(PeftConfig):
     removal_score: str = field(
         default="taylor",
         metadata={"help": "Removal mode: how gates are ranked for closing: 'taylor' (accumulated |dL/dz * z|, the "
-                          "first-order loss change of closing the gate) or 'logit' (the gate logits)."},
+                          "first-order loss change of closing the gate), 'logit' (the gate logits) or 'random' (a "
+                          "seeded uniform ranking: the control)."},
     )
     removal_events: int = field(
         default=10, metadata={"help": "Removal mode: how many times the closed set grows along the cubic ramp."}
@@ -115,8 +118,8 @@ class SparseGatesConfig(PeftConfig):
             raise ValueError(f"target_removal must be in (0, 1) (a share of gated weights), got {self.target_removal!r}")
         if not 0.0 < self.removal_end <= 1.0:
             raise ValueError(f"removal_end must be in (0, 1], got {self.removal_end!r}")
-        if self.removal_score not in ("taylor", "logit"):
-            raise ValueError(f"removal_score must be 'taylor' or 'logit', got {self.removal_score!r}")
+        if self.removal_score not in REMOVAL_SCORES:
+            raise ValueError(f"removal_score must be one of {', '.join(REMOVAL_SCORES)}, got {self.removal_score!r}")
         if self.removal_events < 1:
             raise ValueError(f"removal_events must be >= 1, got {self.removal_events!r}")
         default_init = EDGE_INIT if self.target_removal is not None else REFERENCE_INIT
