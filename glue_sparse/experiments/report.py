@@ -167,14 +167,14 @@ LATENCY_TARGET = 1.3  # dense / pruned, at >= 40% of gated weights removed
 LATENCY_TARGET_REMOVAL = 0.4
 
 
-def _covers_floor_tasks(summary: dict[str, Any]) -> bool:
-    """Whether a summary's average spans the five tasks the targets are stated for (not a part of the grid)."""
-    return set(CONVERGENCE_FLOOR_TASKS) <= set(summary["average_tasks"])
+def _covers_floor_tasks(tasks: Sequence[str]) -> bool:
+    """Whether an average spans the five tasks the targets are stated for (not a part of the grid)."""
+    return set(CONVERGENCE_FLOOR_TASKS) <= set(tasks)
 
 
 def _where(regime: str, gates: dict[str, Any], pair: Paired) -> str:
     """Which cells a comparison stands on: the shared seeds, and the tasks when not the five."""
-    over = "" if set(CONVERGENCE_FLOOR_TASKS) <= set(pair.tasks) else f", averages over {'+'.join(pair.tasks)} only"
+    over = "" if _covers_floor_tasks(pair.tasks) else f", averages over {'+'.join(pair.tasks)} only"
     return f"[{regime}, {gates['label']}, seeds {','.join(map(str, pair.seeds))}{over}]"
 
 
@@ -194,7 +194,7 @@ def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
         in_regime = [s for s in summaries if s["regime"] == regime]
         by_label = {s["label"]: s for s in in_regime}
         full, lora = by_label.get("full"), by_label.get("lora")
-        if full and full["glue_average"].values and not _covers_floor_tasks(full):
+        if full and full["glue_average"].values and not _covers_floor_tasks(full["average_tasks"]):
             lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {CONVERGENCE_FLOOR:.1f} on the "
                          f"{'+'.join(CONVERGENCE_FLOOR_TASKS)} average: not judged, these rows average "
                          f"{'+'.join(full['average_tasks'])} "
