@@ -106,10 +106,10 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.adapter)
     validation = list(load_glue_split(args.task, "validation", data_dir=args.data_dir))
     train = list(load_glue_split(args.task, "train", data_dir=args.data_dir, limit=args.train_rows))
-    for share in (float(s) for s in args.shares.split(",")):
+    for i, share in enumerate(float(s) for s in args.shares.split(",")):
         base = AutoModelForSequenceClassification.from_pretrained(minilm_path(), num_labels=2)
-        model = peft.PeftModel.from_pretrained(base, args.adapter).eval()
-        if share == float(args.shares.split(",")[0]):
+        model = peft.PeftModel.from_pretrained(base, args.adapter).eval()  # afresh: closing changes it
+        if i == 0:
             print(f"as trained: {score(model, tokenizer, args.task, validation)}")
         means, alive_before = gated_input_stats(model, tokenizer, args.task, train)
         removed = close_lowest(model, share, magnitude_scores(model) if args.score == "magnitude" else None)

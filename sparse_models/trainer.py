@@ -104,8 +104,10 @@ class RemovalCallback(TrainerCallback):
         final = step >= self.schedule.final_step
         if self.score == "taylor":
             scores = all_ranks_importance(importance_scores(self.trainer.model))
-        else:
-            scores = random_scores(self.trainer.model, args.seed) if self.score == "random" else None
+        elif self.score == "random":
+            scores = random_scores(self.trainer.model, args.seed)
+        else:  # "logit": close_lowest ranks by the logits themselves
+            scores = None
         close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final)
         if final:
             self._finish()
