@@ -131,7 +131,8 @@ def _gate_evals(task_dir):
                       if "sparse_gates_" in k])
 
 
-@pytest.mark.parametrize("method, score", [("gates", None), ("gates+lora", None), ("gates", "random")])
+@pytest.mark.parametrize("method, score", [("gates", None), ("gates+lora", None), ("gates", "taylor"),
+                                           ("gates", "random")])
 def test_finetune_with_target_removal_ends_at_that_share_with_binary_gates(method, score, tiny_base,
                                                                            glue_fixture_dir, tmp_path):
     config = FinetuneConfig(task="rte", method=method, base_model=tiny_base, target_removal=0.3, train_limit=40,
@@ -141,6 +142,7 @@ def test_finetune_with_target_removal_ends_at_that_share_with_binary_gates(metho
     assert record["train_steps"] == 40  # the smallest budget
     assert abs(record["accounting"]["removed_share_of_gated"] - 0.3) <= 0.03
     assert record["hyperparameters"]["recipe"] == "removal"
+    assert record["hyperparameters"]["removal_score"] == (score or "logit")  # frozen backbone: logit by default
     assert record["hyperparameters"]["sparsity_lambda"] == 0.0  # no pull: the schedule alone closes gates
     assert record["gate_learning_rate"] == pytest.approx(1.0 / 32)  # travel 1.0 over the 32 removal steps
     assert set(_gate_evals(tmp_path / "rte").unique().tolist()) == {0.0, 1.0}
@@ -234,3 +236,14 @@ def test_gates_full_removes_the_share_while_every_weight_trains_and_saves_a_plai
 def test_bad_sparsity_options_fail_before_training(options, message):
     with pytest.raises(FinetuneConfigError, match=message):
         FinetuneConfig(task="rte", **{"method": "gates", **options})
+
+
+@pytest.mark.parametrize("method, given, expected", [
+    ("gates", None, "logit"), ("gates+lora", None, "logit"), ("gates+full", None, "taylor"),
+    ("gates+full", "logit", "logit"), ("magnitude", None, None),
+])
+def test_removal_ranking_defaults_per_method_and_a_given_one_wins(method, given, expected):
+    # logit where the backbone is frozen, Taylor where every weight retrains (benchmarks/results/gates_ranking_probe)
+    config = FinetuneConfig(task="rte", method=method, removal_score=given) if given else \
+        FinetuneConfig(task="rte", method=method)
+    assert config.resolved()["removal_score"] == expected
