@@ -39,7 +39,7 @@ def test_torchrun_two_cpu_processes_write_one_run_with_identical_gates(tiny_base
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
            "-m", "glue_sparse.cli.main", "finetune", "--tasks", "rte", "--method", "gates", "--model", tiny_base,
            "--train-limit", "32", "--epochs", "2", "--batch-size", "4", "--max-length", "32", "--eval-batch-size",
-           "16", "--output", str(out), "--data-dir", str(glue_fixture_dir), "--no-hub"]
+           "16", "--removal-score", "taylor", "--output", str(out), "--data-dir", str(glue_fixture_dir), "--no-hub"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -47,10 +47,11 @@ def test_torchrun_two_cpu_processes_write_one_run_with_identical_gates(tiny_base
     two = json.loads((out / "rte" / "run.json").read_text())
     assert two["world_size"] == 2 and two["effective_batch_size"] == 8
     prints = two["gate_fingerprint_by_rank"]
-    assert len(prints) == 2 and prints[0] == prints[1]  # DDP kept the gates, and the closing, in sync
+    # DDP kept the gates, and the closing, in sync (Taylor: each rank's sums are all-reduced before ranking)
+    assert len(prints) == 2 and prints[0] == prints[1]
 
     one = run_finetune(FinetuneConfig(task="rte", method="gates", base_model=tiny_base, train_limit=32, epochs=2,
-                                      batch_size=8, max_length=32, eval_batch_size=16),
+                                      batch_size=8, max_length=32, eval_batch_size=16, removal_score="taylor"),
                        tmp_path / "one", data_dir=str(glue_fixture_dir), use_hub=False)
     assert one["world_size"] == 1 and one["effective_batch_size"] == 8
     assert two["train_steps"] == one["train_steps"] == 8
