@@ -244,6 +244,4 @@ def test_bad_sparsity_options_fail_before_training(options, message):
 ])
 def test_removal_ranking_defaults_per_method_and_a_given_one_wins(method, given, expected):
     # logit where the backbone is frozen, Taylor where every weight retrains (benchmarks/results/gates_ranking_probe)
-    config = FinetuneConfig(task="rte", method=method, removal_score=given) if given else \
-        FinetuneConfig(task="rte", method=method)
-    assert config.resolved()["removal_score"] == expected
+    assert FinetuneConfig(task="rte", method=method, removal_score=given).resolved()["removal_score"] == expected

@@ -268,8 +268,8 @@ def defaults_markdown() -> str:
     notes = {**LORA_DEFAULTS, "target_removal": GATE_DEFAULTS["removal"]["target_removal"]}
     general = TrainingOptions()
     lines = ["| method | learning rate | weight decay | trains |", "|---|---|---|---|"]
-    lines += [f"| {m} | {DEFAULT_LR[m]:g} | {DEFAULT_WEIGHT_DECAY[m]:g} | {METHOD_NOTES[m].format(**notes, ranking=REMOVAL_SCORE.get(m))} |"
-              for m in METHODS]
+    lines += [f"| {m} | {DEFAULT_LR[m]:g} | {DEFAULT_WEIGHT_DECAY[m]:g} | "
+              f"{METHOD_NOTES[m].format(**notes, ranking=REMOVAL_SCORE.get(m))} |" for m in METHODS]
     lines += ["", f"All methods: batch {GENERAL_TRAINING['batch_size']}, {general.epochs:g} epochs, max length "
               f"{general.max_length}, {GENERAL_TRAINING['lr_scheduler']} schedule with "
               f"{GENERAL_TRAINING['warmup_ratio']:.0%} warm-up, gradient clipping {GENERAL_TRAINING['max_grad_norm']:g}, "
