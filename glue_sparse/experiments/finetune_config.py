@@ -39,8 +39,8 @@ RECIPES = ("removal", "reference")
 #: Adam (which moves a logit by about its learning rate per step): gate lr = travel / removal steps.
 REMOVAL_GATE_TRAVEL = 1.0
 #: How the removal recipe ranks gates for closing, per method. With the backbone frozen, the logits (which
-#: only the task gradient moves, lambda 0) beat Taylor importance at 30% removed: gates CoLA MCC 11.3 +- 1.7
-#: vs 2.1 +- 1.3 over 3 seeds, MRPC 72.1 vs 69.1 (benchmarks/results/gates_cola_probe). Where every weight
+#: only the task gradient moves, lambda 0) beat Taylor importance at 30% removed, gates over 3 seeds: CoLA MCC
+#: 11.3 +- 1.7 vs 2.1 +- 1.3, MRPC 71.9 +- 0.7 vs 69.6 +- 1.3 (benchmarks/results/minilm_converged). Where every weight
 #: retrains (gates+full), Taylor stays: CoLA 23.7 vs 19.0 with logits, seed 1 (benchmarks/results/gates_ranking_probe).
 REMOVAL_SCORE = {"gates": "logit", "gates+lora": "logit", "gates+full": "taylor"}
 #: Gate options per recipe; None in a FinetuneConfig means "this default" (the removal ranking: REMOVAL_SCORE).
