@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import warnings
@@ -23,7 +24,7 @@ from sparse_models import (
     gates,
     parameter_accounting,
 )
-from sparse_models.sparse_gates.layout_costs import candidate_sides, choose_sides
+from sparse_models.sparse_gates.layout_costs import candidate_sides, choose_sides, choose_whole_model
 from sparse_models.sparse_gates.pruning import Side
 from tests.tiny_models import BUILDERS, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
 
@@ -51,7 +52,8 @@ def _mixed_layout(model, seed: int = 3) -> dict[str, Side]:
 
 
 @pytest.mark.parametrize("layout,align,heads", [("remove", 1, False), ("keep", 16, False), ("mixed", 4, False),
-                                                ("auto", 16, False), ("remove", 1, True), ("mixed", 4, True)])
+                                                ("auto", 16, False), ("remove", 1, True), ("mixed", 4, True),
+                                                ("auto", 4, None)])
 @pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2", "llama"])
 def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, align, heads, tmp_path):
     model = _gated(arch)
@@ -64,6 +66,8 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, a
     chosen = _mixed_layout(model) if layout == "mixed" else layout
     pruned = model.merge_and_unload(layout=chosen, align=align, narrow_heads=heads)
     narrowed = pruned.config.attention_head_sizes
+    if heads is None and narrowed:  # `auto` chose the candidate with heads narrowed: check it as such
+        heads = True
     if heads and arch in ("bert", "roberta"):  # every layer's heads narrowed, below the full head size of 8
         assert len(narrowed) == 2 and all(0 < size["query_key"] < 8 and 0 < size["value"] <= 8
                                           for size in narrowed.values())
@@ -466,3 +470,39 @@ def test_layout_timings_are_cached_by_machine_and_shape(tmp_path):
     assert cache.stat().st_mtime_ns == stamp
     choose_sides(plan, tokens=128, cache=cache)  # another token count is another key
     assert len(json.loads(cache.read_text())) > len(timings)
+
+
+def test_whole_model_check_keeps_index_work_only_when_it_pays(tmp_path, monkeypatch):
+    """`auto` returns the per-layer choice (with or without heads narrowed) or `keep` (no index work),
+    whichever the whole model runs fastest; candidates are timed once, together, and cached, and index
+    work must win by the margin."""
+    monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path))
+    model = _gated("bert")
+    set_gate_pattern(model)
+    model.eval()
+    keep = copy.deepcopy(model).merge_and_unload(layout="keep")
+    remove = copy.deepcopy(model).merge_and_unload(layout="remove")
+    assert keep.config.pruned_modules != remove.config.pruned_modules
+    cache = tmp_path / "layout_timings.json"
+    chosen = choose_whole_model({"keep": keep, "remove": remove}, tokens=256, cache=cache)
+    assert chosen in ("keep", "remove")
+    timings = json.loads(cache.read_text())
+    ((key, seconds),) = timings.items()
+    assert len(seconds) == 2 and all(s > 0 for s in seconds)
+    stamp = cache.stat().st_mtime_ns
+    assert choose_whole_model({"keep": keep, "remove": remove}, tokens=256, cache=cache) == chosen
+    assert cache.stat().st_mtime_ns == stamp  # read back, not timed again
+    for stored, expected in (([1.0, 0.995], "keep"), ([1.0, 0.9], "remove"), ([0.9, 1.0], "keep")):
+        cache.write_text(json.dumps({key: stored}))
+        assert choose_whole_model({"keep": keep, "remove": remove}, tokens=256, cache=cache) == expected
+
+    plan = sparse_models.plan_pruning(model).aligned(16)
+    per_layer = plan.with_layout(choose_sides(plan, 256))
+    heads = sparse_models.plan_pruning(model).with_narrow_heads(model).aligned(16)
+    per_layer_heads = heads.with_layout(choose_sides(heads, 256))
+    pruned = copy.deepcopy(model).merge_and_unload(layout_tokens=256)
+    assert [pruned.config.pruned_modules, pruned.config.attention_head_sizes] in (
+        [{n: p.record() for n, p in per_layer.modules.items()}, {}], [keep.config.pruned_modules, {}],
+        [{n: p.record() for n, p in per_layer_heads.modules.items()}, per_layer_heads.attention_head_sizes])
+    assert per_layer_heads.attention_head_sizes  # the pattern narrows heads: a third candidate was timed
+    assert len(json.loads(cache.read_text())) >= 2  # the stuffed pair plus this model's check

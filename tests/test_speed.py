@@ -26,10 +26,15 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
         assert r["pruned_ms"] > 0 and r["ideal_ms"] > 0 and r["flop_ratio"] >= 1.0
         assert r["latency_ratio_low"] <= r["latency_ratio"] <= r["latency_ratio_high"]  # paired, over 3 rounds
     assert by_layout["keep"]["removed_share_of_gated"] < by_layout["remove"]["removed_share_of_gated"]
+    # what each pruned model runs beyond its matrices: keep no index work, remove the most
+    assert by_layout["keep"]["index_ops"] == 0 < by_layout["remove"]["index_ops"]
+    assert by_layout["remove+heads"]["heads_narrowed"] and not by_layout["remove"]["heads_narrowed"]
+    assert by_layout["remove+heads"]["index_ops"] < by_layout["remove"]["index_ops"]  # no q/k/v scatters
     printed = capsys.readouterr().out
     assert "closed" in printed and "removed" in printed and printed.count("random 40%") == 4
     table = out.with_suffix(".md").read_text()  # the committed form: table plus targets for batch 32
     assert table.count("| random 40%") == 4 and "Targets" not in table  # batch 4 here: no batch-32 targets
+    assert "| random 40% (rows/cols closed" in table and "| keep | 0 ops | 4 |" in table
 
 
 def test_paired_speedup_takes_the_ratio_within_each_round():

@@ -32,7 +32,7 @@ from sparse_models.sparse_gates.pruning import LAYOUTS
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
            "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds",
-           "timing_texts", "tokenized_batches"]
+           "index_work", "timing_texts", "tokenized_batches"]
 
 
 @dataclass
@@ -52,6 +52,8 @@ class SpeedRow:
     layout: str = "auto"
     latency_ratio_low: float | None = None  # slowest and fastest round of the paired ratio (``Speedup``)
     latency_ratio_high: float | None = None
+    index_ops: int | None = None  # gathers plus scatters the pruned model runs per forward (``index_work``)
+    heads_narrowed: bool | None = None  # attention laid out per head at reduced head sizes
 
     @property
     def share_of_ideal(self) -> float | None:
@@ -90,6 +92,13 @@ def calibrate_closed_fraction(peft_model: nn.Module, removed_share: float, seed:
             high = mid
     set_random_gate_pattern(peft_model, (low + high) / 2, seed)
     return (low + high) / 2
+
+
+def index_work(model: nn.Module) -> tuple[int, bool]:
+    """What a pruned model pays beyond its matrices: the number of gathers and scatters per forward, and
+    whether its attention runs narrowed per head. It shows which candidate ``auto`` built."""
+    ops = sum(int(m.gather_in) + int(m.scatter_out) for m in model.modules() if isinstance(m, PrunedLinear))
+    return ops, bool(getattr(model.config, "attention_head_sizes", None))
 
 
 def forward_flops(model: nn.Module, batch_size: int, seq_len: int) -> int:
@@ -213,6 +222,7 @@ def compare_layouts(
     for layout, pruned_samples in zip(layouts, samples[1:]):
         accounting = parameter_accounting(pruned[layout])
         speedup = paired_speedup(samples[0], pruned_samples)
+        index_ops, heads_narrowed = index_work(pruned[layout])
         rows.append(SpeedRow(
             level=level,
             removed_share_of_gated=accounting.removed_share_of_gated,
@@ -229,6 +239,8 @@ def compare_layouts(
             layout=layout,
             latency_ratio_low=speedup.low,
             latency_ratio_high=speedup.high,
+            index_ops=index_ops,
+            heads_narrowed=heads_narrowed,
         ))
     return rows
 
@@ -264,9 +276,11 @@ class SpeedOptions:
     rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
     layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
-                                              "default: timed per layer), keep (no index work), remove (every "
-                                              "closed row/column, with its index work); a '+heads' suffix "
-                                              "also narrows attention per head (e.g. auto+heads)")
+                                              "default: timed per layer, then whole against keep, with and "
+                                              "without attention narrowed per head), keep (no index work), "
+                                              "remove (every closed row/column, with its index work); a "
+                                              "'+heads' suffix always narrows attention per head (e.g. "
+                                              "auto+heads)")
     data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences")
     output: str | None = option(None, "write the rows as JSON here (atomically)")
 
@@ -319,7 +333,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each optionally "
                              f"with {HEADS_SUFFIX!r} (attention narrowed per head)")
     rows = []
-    print(f"{'level':<42} {'layout':>6} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
+    print(f"{'level':<42} {'layout':>6} {'built':>12} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
           f"{'pruned ms':>9} {'ideal ms':>9} {'latency x':>9} {'rounds':>11} {'ideal x':>8} {'of ideal':>8} "
           f"{'FLOP x':>7}")
     for label, gated in candidates:
@@ -327,11 +341,12 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
             tokens = bs * _mean_length(batches[bs])
             pruned = {layout: copy.deepcopy(gated).eval().merge_and_unload(
                 layout=layout.removesuffix(HEADS_SUFFIX), layout_tokens=tokens, align=options.align,
-                narrow_heads=layout.endswith(HEADS_SUFFIX)) for layout in layouts}
+                narrow_heads=True if layout.endswith(HEADS_SUFFIX) else None) for layout in layouts}
             for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds, align=options.align):
                 rows.append(row.to_dict())
                 spread = f"{row.latency_ratio_low:.2f}-{row.latency_ratio_high:.2f}"
-                print(f"{label:<42} {row.layout:>6} {bs:>5} {row.closed_share_of_gated:>7.1%} "
+                print(f"{label:<42} {row.layout:>6} {built(row.to_dict()):>12} {bs:>5} "
+                      f"{row.closed_share_of_gated:>7.1%} "
                       f"{row.removed_share_of_gated:>7.1%} {row.dense_ms:>9.2f} {row.pruned_ms:>9.2f} "
                       f"{row.ideal_ms:>9.2f} {row.latency_ratio:>9.2f} {spread:>11} {row.dense_ms / row.ideal_ms:>8.2f} "
                       f"{row.share_of_ideal:>8.0%} {row.flop_ratio:>7.2f}", flush=True)
@@ -386,6 +401,13 @@ def speed_targets(rows: Sequence[dict[str, Any]], layout: str = "auto", batch_si
     return [f"Targets ({layout} layout, batch {batch_size}, random patterns):", *lines] if lines else []
 
 
+def built(row: dict[str, Any]) -> str:
+    """The structure a row's pruned model has: index operations per forward, and "heads" when narrowed."""
+    if row.get("index_ops") is None:
+        return "-"
+    return f"{row['index_ops']} ops" + (", heads" if row.get("heads_narrowed") else "")
+
+
 def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets: Sequence[str]) -> str:
     """The committed table: one line per (pattern, layout, batch), then the targets."""
     out = [f"# Dense vs pruned latency: {meta['model']}", "",
@@ -396,11 +418,14 @@ def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets
            f"{meta['align']}. `closed` = gated weights whose row or column the gates "
            "closed; `removed` = gated weights physically gone in that layout; `ideal` = the dense forward "
            "with each gated matrix timed shrunk to its open rows and columns (exact or rounded up to the alignment, "
-           "whichever is faster), without index work.", "",
-           "| pattern | layout | batch | closed % | removed % | dense ms | pruned ms | ideal ms | latency x | "
-           "rounds | ideal x | of ideal | FLOP x |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+           "whichever is faster), without index work; `built` = gathers plus scatters the pruned model runs "
+           "per forward, and `heads` where attention runs narrowed per head (what `auto` picked).", "",
+           "| pattern | layout | built | batch | closed % | removed % | dense ms | pruned ms | ideal ms | latency x | "
+           "rounds | ideal x | of ideal | FLOP x |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r['level']} | {r['layout']} | {r['batch_size']} | {100 * r['closed_share_of_gated']:.1f} | "
+        out.append(f"| {r['level']} | {r['layout']} | {built(r)} | {r['batch_size']} | "
+                   f"{100 * r['closed_share_of_gated']:.1f} | "
                    f"{100 * r['removed_share_of_gated']:.1f} | {r['dense_ms']:.2f} | {r['pruned_ms']:.2f} | "
                    f"{r['ideal_ms']:.2f} | {r['latency_ratio']:.2f} | {r['latency_ratio_low']:.2f}-{r['latency_ratio_high']:.2f} | "
                    f"{r['dense_ms'] / r['ideal_ms']:.2f} | "

@@ -3,10 +3,13 @@
 Removing the closed columns of a layer whose input arrives at full width costs a gather; removing
 closed rows whose output must go back to full width (the residual stream, the attention reshape)
 costs a scatter (in BERT-family output layers an add into the residual, timed with that add). On CPU
-either can cost more than the smaller matrix saves (at 10-20% removal it does). ``choose_sides`` times every candidate layout of each such layer (the real ``PrunedLinear``
-forward, or the plain matrix when nothing is removed, on random inputs of a nominal token count) and
-keeps the fastest. Closed weights kept as folded zeros give the same output as removing them, so
-every choice is exact; only speed differs.
+either can cost more than the smaller matrix saves (at 10-20% removal it does). ``choose_sides``
+times every candidate layout of each such layer (the real ``PrunedLinear`` forward, or the plain
+matrix when nothing is removed, on random inputs of a nominal token count) and keeps the fastest.
+``choose_whole_model`` then times the pruned models such choices build (with and without attention
+narrowed per head) whole against the one with no index work (``keep``) and keeps the fastest. Closed
+weights kept as folded zeros give the same output as removing them, so every choice is exact; only
+speed differs.
 
 Timings are cached per machine and shape in one JSON file (``$GLUE_SPARSE_CACHE`` or
 ``~/.cache/glue_sparse``), keyed by a hash of everything that changes them (CPU, torch, threads, the
@@ -23,15 +26,18 @@ import platform
 import time
 from itertools import product
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from glue_sparse_tasks.atomic import write_json_atomic
 from sparse_models.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.pruning import KEEP, REMOVE, ModulePlan, PruningPlan, Side
 
-__all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides", "choose_sides"]
+__all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides", "choose_sides",
+           "choose_whole_model"]
 
 #: Tokens per forward the choice is made for: a GLUE batch of 32 at about 64 tokens.
 DEFAULT_LAYOUT_TOKENS = 2048
@@ -41,6 +47,10 @@ DEFAULT_ALIGN = 16
 #: A layout with more index operations must beat a simpler one by this share per extra operation, so
 #: timing noise does not buy index work that saves nothing.
 INDEX_OP_MARGIN = 0.02
+#: In the whole-model check, a layout with index work must beat the one without by this share.
+WHOLE_MODEL_MARGIN = 0.01
+#: Sequence length of the whole-model check's synthetic batches (GLUE-like).
+_CHECK_LENGTH = 64
 _ROUNDS = 7
 _CACHE_ENV = "GLUE_SPARSE_CACHE"
 
@@ -103,6 +113,11 @@ def _time_layouts(plans: list[ModulePlan], tokens: int, dtype: torch.dtype, devi
             calls.append((lambda inp, f=add, r=residual: f(inp, r), x))
         else:
             calls.append((layer, x))
+    return _fastest_of_rounds(calls, device)
+
+
+def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device) -> list[float]:
+    """The fastest of ``_ROUNDS`` calls of each ``fn(x)``, rounds interleaved, a warm-up round dropped."""
     samples: list[list[float]] = [[] for _ in calls]
     for round_index in range(_ROUNDS + 1):
         for i, (fn, x) in enumerate(calls):
@@ -122,10 +137,7 @@ def choose_sides(plan: PruningPlan, tokens: int = DEFAULT_LAYOUT_TOKENS, dtype: 
     """The fastest exact layout of every layer with a choice, by timing (cached per machine and shape)."""
     device = torch.device(device)
     cache = cache or cache_path()
-    try:
-        timings: dict[str, float] = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        timings = {}
+    timings = _read_cache(cache)
     machine = _machine()
     fresh = False
     chosen: dict[str, Side] = {}
@@ -144,8 +156,56 @@ def choose_sides(plan: PruningPlan, tokens: int = DEFAULT_LAYOUT_TOKENS, dtype: 
         costs = [timings[k] * (1 + INDEX_OP_MARGIN * _index_ops(p)) for k, p in zip(keys, layouts)]
         chosen[name] = sides[min(range(len(sides)), key=costs.__getitem__)]
     if fresh:
-        try:
-            write_json_atomic(cache, timings)
-        except OSError:  # a read-only home still prunes; it just times again next time
-            pass
+        _write_cache(cache, timings)
     return chosen
+
+
+def _read_cache(cache: Path) -> dict[str, Any]:
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(cache: Path, timings: dict[str, Any]) -> None:
+    try:
+        write_json_atomic(cache, timings)
+    except OSError:  # a read-only home still prunes; it just times again next time
+        pass
+
+
+def choose_whole_model(candidates: dict[str, nn.Module], tokens: int = DEFAULT_LAYOUT_TOKENS,
+                       cache: Path | None = None) -> str:
+    """The name of the fastest of ``candidates`` (pruned models of one gated model, same outputs), timed
+    whole at ``tokens`` tokens per forward on synthetic GLUE-like batches; the first is the simplest
+    (no index work) and wins unless another beats it by ``WHOLE_MODEL_MARGIN``.
+
+    Per-layer timings miss what a layer's gather or scatter costs its neighbours (caches, threads): on
+    2 CPU threads the per-layer choice ran 3% slower than no index work at 10-20% closed, in the whole
+    model. The two whole-model timings are made in one interleaved run and cached together, keyed by
+    the machine, the token count and every candidate's pruned shapes, so a pattern is timed once."""
+    names = list(candidates)
+    first = candidates[names[0]]
+    parameter = next(first.parameters())
+    device, dtype = parameter.device, parameter.dtype
+    key = hashlib.sha256(json.dumps({
+        **_machine(), "check": "whole-model", "tokens": tokens, "dtype": str(dtype), "device": device.type,
+        "model_type": first.config.base_config.get("model_type"),
+        "candidates": [[m.config.pruned_modules, m.config.attention_head_sizes] for m in candidates.values()],
+    }, sort_keys=True).encode()).hexdigest()[:24]
+    cache = cache or cache_path()
+    timings = _read_cache(cache)
+    if key not in timings:
+        inner = first.config.inner_config()
+        # half the position table at most: RoBERTa's positions start after the padding index
+        length = max(1, min(_CHECK_LENGTH, tokens, getattr(inner, "max_position_embeddings", tokens) // 2))
+        ids = torch.randint(0, inner.vocab_size, (max(1, round(tokens / length)), length),
+                            generator=torch.Generator().manual_seed(0)).to(device)
+        calls = [(lambda inp, m=model: m(input_ids=inp, attention_mask=torch.ones_like(inp)), ids)
+                 for model in candidates.values()]
+        with torch.inference_mode():
+            timings[key] = _fastest_of_rounds(calls, device)
+        _write_cache(cache, timings)
+    seconds = timings[key]
+    best = min(range(len(names)), key=seconds.__getitem__)
+    return names[best] if seconds[best] * (1 + WHOLE_MODEL_MARGIN) < seconds[0] else names[0]

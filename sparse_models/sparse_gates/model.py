@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import warnings
 from typing import Mapping, Optional
@@ -16,8 +18,13 @@ from sparse_models.architectures import DEFAULT_TARGET_MODULES, default_target_m
 from sparse_models.modules import unwrap_gated_model
 from sparse_models.sparse_gates.config import SparseGatesConfig
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
-from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN, DEFAULT_LAYOUT_TOKENS, choose_sides
-from sparse_models.sparse_gates.pruning import LAYOUTS, Side, plan_pruning, prune_dense_model
+from sparse_models.sparse_gates.layout_costs import (
+    DEFAULT_ALIGN,
+    DEFAULT_LAYOUT_TOKENS,
+    choose_sides,
+    choose_whole_model,
+)
+from sparse_models.sparse_gates.pruning import KEEP, LAYOUTS, PruningPlan, Side, plan_pruning, prune_dense_model
 
 
 class SparseGatesModel(BaseTuner):
@@ -162,20 +169,23 @@ class SparseGatesModel(BaseTuner):
         layout: str | Mapping[str, Side] = "auto",
         layout_tokens: int = DEFAULT_LAYOUT_TOKENS,
         align: int = DEFAULT_ALIGN,
-        narrow_heads: bool = False,
+        narrow_heads: bool | None = None,
     ) -> nn.Module:
         """Fold the evaluation gates into the weights and, with ``prune=True``, remove closed rows/columns.
 
         ``layout`` says what happens to closed rows/columns whose removal needs index work (a gather from
-        or scatter into a full-width tensor): ``"auto"`` (default) times both ways per layer at
-        ``layout_tokens`` tokens per forward on this machine and keeps the faster (cached; see
-        ``layout_costs``), ``"remove"`` always removes them, ``"keep"`` keeps them as folded zeros. Every
-        layout gives the same outputs; the pruned config records what was closed and what was removed.
-        ``align`` rounds every kept row/column count up to a multiple of it with closed ones (folded
-        zeros): matrix kernels are slower on odd widths. ``layout="remove", align=1`` removes exactly
-        what the gates closed. ``narrow_heads=True`` (BERT-style encoders) narrows query/key and value
-        per head to reduced head sizes instead (``PruningPlan.with_narrow_heads``); off by default until
-        its speed is measured.
+        or scatter into a full-width tensor): ``"remove"`` always removes them, ``"keep"`` keeps them as
+        folded zeros, and ``"auto"`` (default) measures. It times both ways per layer at ``layout_tokens``
+        tokens per forward on this machine and keeps the faster, then times the pruned models that
+        choice builds (with and, where it applies, without attention narrowed per head) whole against
+        ``"keep"`` and returns the fastest (all cached; see ``layout_costs``; the check holds a copy of
+        the model per candidate for a moment). Every layout gives the same outputs; the pruned config
+        records what was closed and what was removed. ``align`` rounds every kept row/column count up to
+        a multiple of it with closed ones (folded zeros): matrix kernels are slower on odd widths.
+        ``layout="remove", align=1`` removes exactly what the gates closed. ``narrow_heads=True``
+        (BERT-style encoders) narrows query/key and value per head to reduced head sizes
+        (``PruningPlan.with_narrow_heads``), ``False`` never does, ``None`` (default) lets ``"auto"`` try
+        both (other layouts: off).
 
         A model in training mode is merged with its deterministic evaluation gates (a warning says so):
         noisy training gates are never folded.
@@ -198,19 +208,39 @@ class SparseGatesModel(BaseTuner):
 
         if isinstance(layout, str) and layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS} or a per-module mapping, got {layout!r}")
-        plan = plan_pruning(self.model)
-        if narrow_heads:
-            plan = plan.with_narrow_heads(self.model)
-        plan = plan.aligned(align)
-        if layout == "auto":
-            weight = next(self.model.parameters())
-            layout = choose_sides(plan, layout_tokens, dtype=weight.dtype, device=weight.device)
-        plan = plan.with_layout(layout)
+        candidates = self._pruning_candidates(layout, layout_tokens, align, narrow_heads)
         trainable = trained_parameter_count(self)  # before unloading: the adapter's own tensors
         dense = self._unload_and_optionally_merge(
             progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names
         )
-        return prune_dense_model(dense, plan, trainable)
+        names = list(candidates)
+        pruned = {name: prune_dense_model(dense if name == names[-1] else copy.deepcopy(dense), candidates[name],
+                                          trainable) for name in names}
+        return pruned[choose_whole_model(pruned, layout_tokens) if len(pruned) > 1 else names[0]]
+
+    def _pruning_candidates(self, layout: str | Mapping[str, Side], tokens: int, align: int,
+                            narrow_heads: bool | None) -> dict[str, PruningPlan]:
+        """The plans ``merge_and_unload`` may build, simplest first: the given layout alone, or for
+        ``"auto"`` keep (no index work), then the per-layer choice without and with heads narrowed.
+        Plans that would build the same shapes appear once."""
+        plan = plan_pruning(self.model)
+        bases = {"": plan.with_narrow_heads(self.model) if narrow_heads else plan}
+        if layout != "auto":
+            return {"given": bases[""].aligned(align).with_layout(layout)}
+        if narrow_heads is None and (narrowed := plan.with_narrow_heads(self.model)).attention_head_sizes:
+            bases["+heads"] = narrowed
+        weight = next(self.model.parameters())
+        candidates = {KEEP: bases[""].aligned(align).with_layout(KEEP)}
+        for suffix, base in bases.items():
+            base = base.aligned(align)
+            candidates["auto" + suffix] = base.with_layout(choose_sides(base, tokens, dtype=weight.dtype,
+                                                                        device=weight.device))
+        distinct: dict[str, str] = {}
+        for name, candidate in candidates.items():
+            shapes = json.dumps([{n: p.record() for n, p in candidate.modules.items()},
+                                 candidate.attention_head_sizes], sort_keys=True)
+            distinct.setdefault(shapes, name)
+        return {name: candidates[name] for name in distinct.values()}
 
 
 def trained_parameter_count(model: nn.Module) -> int:
