@@ -147,6 +147,12 @@ def test_finetune_with_a_bad_target_removal_is_one_line(glue_fixture_dir, tmp_pa
                     "--target-removal must be in (0, 1)", "1.2")
 
 
+def test_speed_with_an_unknown_layout_names_it_and_the_valid_ones(tmp_path, capsys):
+    # no model at that path: the layout is refused before any model would load
+    _one_line_error(capsys, 2, ["speed", "--model", str(tmp_path / "no-model"), "--layouts", "auto,fastest"],
+                    "--layouts", "'fastest'", "per-layer", "+heads")
+
+
 def test_ctrl_c_exits_130_without_a_traceback(glue_fixture_dir, tmp_path):
     from tests.tiny_models import save_tiny_classifier
 

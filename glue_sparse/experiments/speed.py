@@ -27,8 +27,8 @@ from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.accounting import parameter_accounting
 from sparse_models.pruned_linear import PrunedLinear
-from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
-from sparse_models.sparse_gates.pruning import LAYOUTS
+from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN, choose_sides
+from sparse_models.sparse_gates.pruning import LAYOUTS, plan_pruning
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
            "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds",
@@ -277,7 +277,8 @@ class SpeedOptions:
     threads: int = option(0, "torch CPU threads (0: torch's default)")
     layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
                                               "default: timed per layer, then whole against keep, with and "
-                                              "without attention narrowed per head), keep (no index work), "
+                                              "without attention narrowed per head), per-layer (auto without "
+                                              "the whole-model check), keep (no index work), "
                                               "remove (every closed row/column, with its index work); a "
                                               "'+heads' suffix always narrows attention per head (e.g. "
                                               "auto+heads)")
@@ -286,6 +287,21 @@ class SpeedOptions:
 
 
 HEADS_SUFFIX = "+heads"
+#: ``auto`` without its whole-model check: each layer's side chosen by timing that layer alone.
+PER_LAYER = "per-layer"
+SPEED_LAYOUTS = (*LAYOUTS, PER_LAYER)
+
+
+def prune_with_layout(gated: nn.Module, layout: str, tokens: int, align: int) -> nn.Module:
+    """A pruned copy of ``gated`` in one of ``SPEED_LAYOUTS`` (``+heads``: attention narrowed per head),
+    with ``auto``'s choices made for ``tokens`` tokens per forward."""
+    model = copy.deepcopy(gated).eval()
+    base, heads = layout.removesuffix(HEADS_SUFFIX), layout.endswith(HEADS_SUFFIX)
+    if base == PER_LAYER:
+        plan = plan_pruning(model)
+        plan = (plan.with_narrow_heads(model) if heads else plan).aligned(align)
+        return model.merge_and_unload(layout=choose_sides(plan, tokens), align=align, narrow_heads=heads)
+    return model.merge_and_unload(layout=base, layout_tokens=tokens, align=align, narrow_heads=True if heads else None)
 SYNTHETIC_WORDS = "the film is a quiet and often funny portrait of people who".split()
 
 
@@ -313,6 +329,10 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         raise UserInputError(f"--removed and --batch-sizes take comma-separated numbers ({exc})") from None
     if any(not 0 < x < 1 for x in levels):
         raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
+    layouts = [x for x in options.layouts.split(",") if x]
+    if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in SPEED_LAYOUTS]:
+        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(SPEED_LAYOUTS)}, each "
+                             f"optionally with {HEADS_SUFFIX!r} (attention narrowed per head)")
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
@@ -328,10 +348,6 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         candidates.append((f"random {level:.0%} (rows/cols closed {fraction:.1%})", gated))
     for path in options.adapter:
         candidates.append((f"trained {path}", PeftModel.from_pretrained(copy.deepcopy(dense), path)))
-    layouts = [x for x in options.layouts.split(",") if x]
-    if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in LAYOUTS]:
-        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each optionally "
-                             f"with {HEADS_SUFFIX!r} (attention narrowed per head)")
     rows = []
     print(f"{'level':<42} {'layout':>6} {'built':>12} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
           f"{'pruned ms':>9} {'ideal ms':>9} {'latency x':>9} {'rounds':>11} {'ideal x':>8} {'of ideal':>8} "
@@ -339,9 +355,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     for label, gated in candidates:
         for bs in batch_sizes:  # `auto` chooses per layer for this batch's token count, as a user would prune
             tokens = bs * _mean_length(batches[bs])
-            pruned = {layout: copy.deepcopy(gated).eval().merge_and_unload(
-                layout=layout.removesuffix(HEADS_SUFFIX), layout_tokens=tokens, align=options.align,
-                narrow_heads=True if layout.endswith(HEADS_SUFFIX) else None) for layout in layouts}
+            pruned = {layout: prune_with_layout(gated, layout, tokens, options.align) for layout in layouts}
             for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds, align=options.align):
                 rows.append(row.to_dict())
                 spread = f"{row.latency_ratio_low:.2f}-{row.latency_ratio_high:.2f}"
