@@ -9,9 +9,10 @@ import statistics
 import pytest
 from transformers import TrainerCallback
 
-from glue_sparse.experiments.bench import BenchConfig, BenchConfigError, read_store, run_bench
+from glue_sparse.experiments.bench import BenchConfig, BenchConfigError, read_store, run_bench, write_store
 from glue_sparse.experiments.finetune import run_finetune
 from glue_sparse.experiments.report import _score_axis_label, paired, summarise, targets, write_report
+from glue_sparse.experiments.run_environment import git_state
 from glue_sparse_tasks import scoring
 from tests.tiny_models import save_tiny_classifier
 
@@ -257,6 +258,28 @@ def test_a_part_of_the_grid_keeps_the_rows_of_the_other_parts(finished, tiny_bas
     assert read_store(copy / "results.jsonl") == before
     assert sum(line.endswith(": cached") for line in logs) == 4  # rte x 2 methods x 2 seeds
     assert not (copy / "superseded.jsonl").exists()
+
+
+def test_retiming_latency_times_the_part_again_and_trains_nothing(finished, tiny_base, glue_fixture_dir, tmp_path):
+    """Latency depends on the pruning code and the machine, not on training: ``retime_latency`` re-times
+    the part's rows that other code timed, keeps their scores, and leaves the other parts' rows alone."""
+    out, _, _ = finished
+    copy = tmp_path / "bench"
+    shutil.copytree(out, copy, symlinks=True)
+    rows = read_store(copy / "results.jsonl")
+    older = {"commit": "0" * 40, "dirty": False}
+    for r in rows:
+        r["latency"]["git"] = older
+    write_store(copy / "results.jsonl", rows)
+    logs: list[str] = []
+    run_bench(_bench(tiny_base, glue_fixture_dir, only_tasks=["rte"]), copy, log=logs.append, retime_latency=True)
+    after = read_store(copy / "results.jsonl")
+    assert sum(line.endswith(": cached") for line in logs) == 4  # nothing trained again
+    assert sum(line.endswith("timing CPU eval latency") for line in logs) == 4  # rte x 2 methods x 2 seeds
+    for before, now in zip(rows, after):
+        assert now["metrics"] == before["metrics"] and now["key"] == before["key"]
+        assert now["latency"]["git"] == (git_state() if now["task"] == "rte" else older)
+        assert now["latency"]["dense_ms_per_batch"] > 0
 
 
 def test_report_cli_prints_the_table(finished, tmp_path, capsys):

@@ -40,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retries", type=int, default=2, help="Ray: retries of a failed or killed cell")
     p.add_argument("--cpus-per-cell", type=float, help="Ray: CPUs a cell asks for (default 1)")
     p.add_argument("--gpus-per-cell", type=float, help="Ray: GPUs a cell asks for (default 0)")
+    p.add_argument("--retime-latency", action="store_true",
+                   help="re-time the latency of the part's finished rows that other code (another commit or a "
+                   "dirty tree) timed; trains nothing again (run with nothing else on the machine)")
 
 
 def _bench_config(args: argparse.Namespace):
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     output.mkdir(parents=True, exist_ok=True)
     (output / "bench_config.json").write_text(json.dumps(bench.to_dict(), indent=2, default=str) + "\n")
     store = run_bench(bench, output, log=logging.getLogger("glue_sparse").info, executor=args.executor,
-                      address=args.address, retries=args.retries)
+                      address=args.address, retries=args.retries, retime_latency=args.retime_latency)
     paths = write_report(read_store(store), output / "report", args.convention)
     print(f"\nresults: {store}\nreport:  {paths['markdown']}\ncsv:     {paths['csv']}\n"
           f"plots:   {paths['score_plot']}, {paths['latency_plot']}")

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 from glue_sparse.experiments.finetune import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
 from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig
+from glue_sparse.experiments.run_environment import git_state
 from glue_sparse.experiments.speed import paired_speedup, time_rounds
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.atomic import write_text_atomic
@@ -277,7 +278,7 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     models = [model.eval()] + ([pruned.eval()] if pruned is not None else [])
     samples = time_rounds(models, batches, bench.latency_rounds)
     out = {"docs": len(rows), "batch_size": bs, "batches": len(batches), "threads": torch.get_num_threads(),
-           "dense_ms_per_batch": 1000 * statistics.median(samples[0]) / len(batches)}
+           "dense_ms_per_batch": 1000 * statistics.median(samples[0]) / len(batches), "git": git_state()}
     if pruned is not None:
         accounting = parameter_accounting(pruned)
         speedup = paired_speedup(samples[0], samples[1])
@@ -300,15 +301,21 @@ def _chance_on(task: str, data_dir: str | None, use_hub: bool) -> float:  # one 
     return chance_score(task, [r["label"] for r in rows])
 
 
-def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, store: Path, log=print) -> None:
+def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, store: Path, log=print,
+                  retime: bool = False) -> None:
     """Fill what a parallel grid defers: latency (timed here, one model at a time, so concurrent cells
-    cannot disturb it) and the chance score of rows written before rows carried one. Rewrites the
-    store after each row, so an interruption keeps what was timed."""
+    cannot disturb it) and the chance score of rows written before rows carried one. ``retime`` also
+    re-times the part's rows whose latency was timed by other code (another commit, or a dirty tree):
+    latency depends on the pruning code and the machine, not on training. Rewrites the store after
+    each row, so an interruption keeps what was timed (and a rerun re-times only the rest)."""
+    code = git_state()
     for row in rows:
         changed = False
         if "chance" not in row:
             row["chance"], changed = _chance(row["task"], bench), True
-        if row.get("latency") is None and bench.latency_rounds:
+        stale = (retime and bench.in_part(row["task"], row["seed"])
+                 and (code["dirty"] is not False or (row.get("latency") or {}).get("git") != code))
+        if (row.get("latency") is None or stale) and bench.latency_rounds:
             log(f"{row['task']} · {row['label']} · {row['regime']} · seed {row['seed']}: timing CPU eval latency")
             row["latency"], changed = _latency(output / row["run_dir"], row["task"], bench, bench.data_dir), True
         if changed:
@@ -437,14 +444,15 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
 
 
 def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str = "local",
-              address: str | None = None, retries: int = 2) -> Path:
+              address: str | None = None, retries: int = 2, retime_latency: bool = False) -> Path:
     """Run every missing row; return the store path. Rows already in the store are skipped.
 
     ``executor="local"`` runs cells one after another here; ``"ray"`` runs each cell as a Ray task (a
     local Ray started on the fly, or the cluster at ``address``), retried up to ``retries`` times. Either
     way this process is the only writer of the store, and rows carry the same content keys, so a bench
     begun with one executor can be finished with the other. Cells that still fail are reported at the
-    end (RuntimeError naming them) after every other cell has run.
+    end (RuntimeError naming them) after every other cell has run. ``retime_latency`` re-times the
+    part's finished rows whose latency other code timed (``complete_rows``), training nothing again.
     """
     if executor not in EXECUTORS:
         raise BenchConfigError(f"unknown executor {executor!r}; valid executors are: {', '.join(EXECUTORS)}")
@@ -494,7 +502,7 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
                 continue
             finished(title, row, None)
     if not failures:
-        complete_rows(rows, bench, output, store, log)
+        complete_rows(rows, bench, output, store, log, retime=retime_latency)
     if failures:
         raise RuntimeError(f"{len(failures)} cell(s) failed; the others are in {store} (rerun to retry): "
                            + "; ".join(failures))
