@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import time
 import warnings
 
 import peft
@@ -506,3 +507,22 @@ def test_whole_model_check_keeps_index_work_only_when_it_pays(tmp_path, monkeypa
         [{n: p.record() for n, p in per_layer_heads.modules.items()}, per_layer_heads.attention_head_sizes])
     assert per_layer_heads.attention_head_sizes  # the pattern narrows heads: a third candidate was timed
     assert len(json.loads(cache.read_text())) >= 2  # the stuffed pair plus this model's check
+
+
+def test_whole_model_timing_takes_fewer_rounds_when_a_forward_is_slow():
+    """A whole causal LM forward on CPU takes seconds: the check's budget cuts its rounds (never under
+    the minimum); the per-layer timings keep every round."""
+    from sparse_models.sparse_gates import layout_costs
+
+    calls: list[int] = []
+
+    def slow(_):
+        calls.append(1)
+        time.sleep(0.01)
+
+    cpu = torch.device("cpu")
+    assert len(layout_costs._fastest_of_rounds([(slow, None)], cpu, budget_s=0.001)) == 1
+    assert len(calls) == 1 + layout_costs._MIN_ROUNDS  # the warm-up round, then the minimum
+    calls.clear()
+    layout_costs._fastest_of_rounds([(slow, None), (slow, None)], cpu)
+    assert len(calls) == 2 * (1 + layout_costs._ROUNDS)

@@ -52,6 +52,9 @@ WHOLE_MODEL_MARGIN = 0.01
 #: Sequence length of the whole-model check's synthetic batches (GLUE-like).
 _CHECK_LENGTH = 64
 _ROUNDS = 7
+_MIN_ROUNDS = 3
+#: Seconds the whole-model check may spend timing (beyond its warm-up round), rounds permitting.
+_WHOLE_MODEL_BUDGET_S = 20.0
 _CACHE_ENV = "GLUE_SPARSE_CACHE"
 
 
@@ -116,10 +119,15 @@ def _time_layouts(plans: list[ModulePlan], tokens: int, dtype: torch.dtype, devi
     return _fastest_of_rounds(calls, device)
 
 
-def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device) -> list[float]:
-    """The fastest of ``_ROUNDS`` calls of each ``fn(x)``, rounds interleaved, a warm-up round dropped."""
+def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device,
+                       budget_s: float | None = None) -> list[float]:
+    """The fastest of ``_ROUNDS`` calls of each ``fn(x)``, rounds interleaved, a warm-up round dropped.
+    With ``budget_s``, fewer rounds (at least ``_MIN_ROUNDS``) when the warm-up round says ``_ROUNDS``
+    would take longer: a whole causal LM forward on CPU takes seconds."""
     samples: list[list[float]] = [[] for _ in calls]
-    for round_index in range(_ROUNDS + 1):
+    rounds, round_index = _ROUNDS, 0
+    while round_index <= rounds:
+        round_start = time.perf_counter()
         for i, (fn, x) in enumerate(calls):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
@@ -129,6 +137,10 @@ def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device) 
                 torch.cuda.synchronize(device)
             if round_index:
                 samples[i].append(time.perf_counter() - start)
+        if round_index == 0 and budget_s is not None:
+            per_round = max(time.perf_counter() - round_start, 1e-9)
+            rounds = max(_MIN_ROUNDS, min(_ROUNDS, int(budget_s / per_round)))
+        round_index += 1
     return [min(s) for s in samples]
 
 
@@ -182,8 +194,9 @@ def choose_whole_model(candidates: dict[str, nn.Module], tokens: int = DEFAULT_L
 
     Per-layer timings miss what a layer's gather or scatter costs its neighbours (caches, threads): on
     2 CPU threads the per-layer choice ran 3% slower than no index work at 10-20% closed, in the whole
-    model. The two whole-model timings are made in one interleaved run and cached together, keyed by
-    the machine, the token count and every candidate's pruned shapes, so a pattern is timed once."""
+    model. The candidates are timed in one interleaved run (fewer rounds for a model whose forward
+    takes seconds) and cached together, keyed by the machine, the token count and every candidate's
+    pruned shapes, so a pattern is timed once."""
     names = list(candidates)
     first = candidates[names[0]]
     parameter = next(first.parameters())
@@ -204,7 +217,7 @@ def choose_whole_model(candidates: dict[str, nn.Module], tokens: int = DEFAULT_L
         calls = [(lambda inp, m=model: m(input_ids=inp, attention_mask=torch.ones_like(inp)), ids)
                  for model in candidates.values()]
         with torch.inference_mode():
-            timings[key] = _fastest_of_rounds(calls, device)
+            timings[key] = _fastest_of_rounds(calls, device, budget_s=_WHOLE_MODEL_BUDGET_S)
         _write_cache(cache, timings)
     seconds = timings[key]
     best = min(range(len(names)), key=seconds.__getitem__)
