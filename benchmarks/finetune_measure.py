@@ -46,7 +46,8 @@ def main() -> None:
         rows.append({
             "task": r["task"], "method": r["method"], "epochs": r["hyperparameters"]["epochs"],
             "train_rows": r["data"]["train"]["rows"], "metric": r["primary_metric"], "score": r["final_score"],
-            "trainable_parameters": accounting["trainable_parameters"], "dense_parameters": accounting["dense_parameters"],
+            "trainable_parameters": accounting["trainable_parameters"],
+            "dense_parameters": accounting["dense_parameters"],
             "removed_share_of_gated": accounting["removed_share_of_gated"],
             "removed_share_of_total": accounting["removed_share_of_total"],
             "seconds_per_step": r["seconds_per_step"], "train_steps": r["train_steps"],

@@ -113,7 +113,8 @@ def main() -> None:
             print(f"as trained: {score(model, tokenizer, args.task, validation)}")
         means, alive_before = gated_input_stats(model, tokenizer, args.task, train)
         removed = close_lowest(model, share, magnitude_scores(model) if args.score == "magnitude" else None)
-        print(f"closed {removed:.3f} of gated weights by {args.score}: {score(model, tokenizer, args.task, validation)}")
+        metrics = score(model, tokenizer, args.task, validation)
+        print(f"closed {removed:.3f} of gated weights by {args.score}: {metrics}")
         _, alive_after = gated_input_stats(model, tokenizer, args.task, train)
         columns = compensate(model, means, alive_before, alive_after)
         print(f"  + mean compensation ({columns} zeroed input columns): "

@@ -40,7 +40,8 @@ def main() -> None:
     batches = tokenized_batches(AutoTokenizer.from_pretrained(path), texts, args.batch_size, args.batches)
     torch.manual_seed(0)
     dense = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).eval()
-    print(f"{source}; batch {args.batch_size} x {args.batches}; {args.rounds} rounds; threads {torch.get_num_threads()}")
+    print(f"{source}; batch {args.batch_size} x {args.batches}; {args.rounds} rounds; "
+          f"threads {torch.get_num_threads()}")
     print(f"{'closed':>7} {'fused outputs':>13} {'dense ms':>9} {'fused ms':>9} {'scatter ms':>10} "
           f"{'dense/fused':>11} {'dense/scatter':>13} {'scatter/fused (rounds)':>24}")
     for level in (float(x) for x in args.removed.split(",")):

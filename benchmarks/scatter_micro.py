@@ -33,7 +33,8 @@ def main() -> None:
     gather[index] = torch.arange(args.kept)
     y, residual = torch.randn(args.tokens, args.kept), torch.randn(args.tokens, args.width)
     ops = {
-        "index_copy_ into zeros + add": lambda: y.new_zeros(args.tokens, args.width).index_copy_(1, index, y) + residual,
+        "index_copy_ into zeros + add":
+            lambda: y.new_zeros(args.tokens, args.width).index_copy_(1, index, y) + residual,
         "pad + index_select + add": lambda: F.pad(y, (0, 1)).index_select(1, gather) + residual,
         "index_add into the residual": lambda: residual.index_add(1, index, y),
     }

@@ -64,7 +64,8 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
             for lineno, line in enumerate(fh, start=1):
                 yield lineno, line
     except UnicodeDecodeError as exc:
-        raise GlueDataError(f"{path}: not UTF-8 text at or after line {lineno + 1} (byte {exc.object[exc.start:exc.start + 1]!r} "
+        bad_byte = exc.object[exc.start:exc.start + 1]
+        raise GlueDataError(f"{path}: not UTF-8 text at or after line {lineno + 1} (byte {bad_byte!r} "
                             f"at offset {exc.start} of the block being decoded); re-save the file as UTF-8") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise GlueDataError(f"{path}: truncated or corrupt gzip file after line {lineno} ({exc}); "

@@ -42,7 +42,8 @@ def is_checkpoint(path: Path) -> bool:
 
 
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
 
 
 def check_complete(path: str | os.PathLike) -> None:

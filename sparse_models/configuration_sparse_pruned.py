@@ -14,8 +14,9 @@ class SparsePrunedConfig(PretrainedConfig):
 
     ``pruned_modules`` maps a module name to ``{out_features, in_features, kept_out, kept_in,
     gather_in, scatter_out, bias, gated}``. ``dense_parameters`` is the parameter count before
-    pruning, ``trainable_parameters`` the count trained before pruning and ``gate_counts`` the closed/total rows and columns of the gates, so the accounting
-    of a saved pruned model needs nothing but this file. ``attention_head_sizes`` maps a self-attention
+    pruning, ``trainable_parameters`` the count trained before pruning and ``gate_counts`` the
+    closed/total rows and columns of the gates, so the accounting of a saved pruned model needs
+    nothing but this file. ``attention_head_sizes`` maps a self-attention
     module narrowed per head to its reduced head sizes, ``{"query_key": a, "value": b}`` (one int for
     both in checkpoints saved before the two could differ).
     """

@@ -34,7 +34,8 @@ __all__ = [
 REFERENCE_SIGMA = 0.5
 
 
-def init_gate_logits(size: int, mean: float = 1.0, std: float = 0.1, generator: torch.Generator | None = None) -> torch.Tensor:
+def init_gate_logits(size: int, mean: float = 1.0, std: float = 0.1,
+                     generator: torch.Generator | None = None) -> torch.Tensor:
     """Logits drawn from N(mean, std): with the defaults every gate starts fully open (tanh(1)+0.5 > 1)."""
     return torch.randn(size, generator=generator) * std + mean
 

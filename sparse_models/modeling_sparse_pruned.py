@@ -88,7 +88,8 @@ class SparsePrunedForCausalLM(SparsePrunedPreTrainedModel):
         return self.model.get_output_embeddings()
 
 
-_CLASS_FOR_HEAD = {cls.head: cls for cls in (SparsePrunedModel, SparsePrunedForSequenceClassification, SparsePrunedForCausalLM)}
+_CLASS_FOR_HEAD = {cls.head: cls for cls in (SparsePrunedModel, SparsePrunedForSequenceClassification,
+                                              SparsePrunedForCausalLM)}
 
 
 def _install_pruned_shapes(model: nn.Module, records: dict[str, dict[str, Any]]) -> None:

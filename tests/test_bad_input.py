@@ -107,8 +107,8 @@ def test_data_shows_a_malformed_file_as_an_error_not_missing(tmp_path, capsys):
 
 
 def test_eval_with_malformed_metadata_json(capsys):
-    _one_line_error(capsys, 2, ["eval", "--model", "hf", "--tasks", "glue_sparse_rte", "--metadata", '{"data_dir": "x"'],
-                    "--metadata", "not valid JSON")
+    _one_line_error(capsys, 2, ["eval", "--model", "hf", "--tasks", "glue_sparse_rte",
+                                "--metadata", '{"data_dir": "x"'], "--metadata", "not valid JSON")
 
 
 def test_eval_with_an_unknown_task_lists_ours(capsys):

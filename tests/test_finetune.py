@@ -76,7 +76,8 @@ def test_gates_run_trains_only_gates_biases_and_head(train_pooler, tiny_base, gl
         def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
             seen["names"] = {n for n, p in model.named_parameters() if p.requires_grad}
             gate_ids = {id(p) for n, p in model.named_parameters() if "sparse_gates_" in n}
-            seen["groups"] = [(g.get("initial_lr", g["lr"]), {id(p) in gate_ids for p in g["params"]}) for g in optimizer.param_groups]
+            seen["groups"] = [(g.get("initial_lr", g["lr"]), {id(p) in gate_ids for p in g["params"]})
+                              for g in optimizer.param_groups]
 
     run_finetune(_config(tiny_base, train_limit=8, epochs=1, gate_learning_rate=0.05, train_pooler=train_pooler),
                  tmp_path, data_dir=str(glue_fixture_dir), callbacks=[Capture()], use_hub=False)
@@ -85,7 +86,8 @@ def test_gates_run_trains_only_gates_biases_and_head(train_pooler, tiny_base, gl
     assert all(kinds == {False} for lr, kinds in seen["groups"] if lr != 0.05)
     names = seen["names"]
     assert any("sparse_gates_row" in n for n in names) and any("classifier" in n for n in names)
-    head = (".classifier.modules_to_save.", ".pooler.modules_to_save.") if train_pooler else (".classifier.modules_to_save.",)
+    head = ((".classifier.modules_to_save.", ".pooler.modules_to_save.") if train_pooler
+            else (".classifier.modules_to_save.",))
     assert all("sparse_gates_" in n or n.endswith("base_layer.bias") or any(h in n for h in head)
                for n in names), sorted(names)
     assert any(".pooler.modules_to_save." in n for n in names) == train_pooler

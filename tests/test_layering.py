@@ -65,9 +65,10 @@ def _package_of(module: str, path: Path) -> str:
 
 
 def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, bool, int, bool]]:
-    """(imported module, at top level, line, named in the statement) for every import of one of our modules. ``from a import b``
-    counts as importing ``a.b`` when that is a module. Importing ``a.b.c`` from outside package ``a.b``
-    also runs ``a.b``'s ``__init__``, so that counts as an import of ``a.b`` too."""
+    """(imported module, at top level, line, named in the statement) for every import of one of our
+    modules. ``from a import b`` counts as importing ``a.b`` when that is a module. Importing ``a.b.c``
+    from outside package ``a.b`` also runs ``a.b``'s ``__init__``, so that counts as an import of
+    ``a.b`` too."""
     tree = ast.parse(path.read_text(), str(path))
     top_level = {id(node) for node in tree.body}
     for node in tree.body:  # imports guarded by `if TYPE_CHECKING:` / try at module level are top level too

@@ -49,7 +49,8 @@ def _gated(arch: str, lora: LoraConfig | None = None, **config):
 def _mixed_layout(model, seed: int = 3) -> dict[str, Side]:
     """A random remove/keep choice for every side that needs index work: a layout the cost model could pick."""
     generator = random.Random(seed)
-    return {name: generator.choice(candidate_sides(plan)) for name, plan in sparse_models.plan_pruning(model).modules.items()}
+    plans = sparse_models.plan_pruning(model).modules
+    return {name: generator.choice(candidate_sides(plan)) for name, plan in plans.items()}
 
 
 @pytest.mark.parametrize("layout,align,heads", [("remove", 1, False), ("keep", 16, False), ("mixed", 4, False),

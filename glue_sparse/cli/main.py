@@ -1,7 +1,8 @@
 """The ``glue-sparse`` command: the CLI boundary (one error line, exit codes, ``-v``) and the parser,
 assembled from one module per subcommand. Each subcommand module has ``HELP`` and ``run``, and
-``add_arguments`` for flags of its own; ``PARSER_DATACLASSES``, where present, are option dataclasses whose fields become flags
-(``HfArgumentParser``), so their defaults and help are written once, in the experiment layer."""
+``add_arguments`` for flags of its own; ``PARSER_DATACLASSES``, where present, are option dataclasses
+whose fields become flags (``HfArgumentParser``), so their defaults and help are written once, in the
+experiment layer."""
 
 from __future__ import annotations
 

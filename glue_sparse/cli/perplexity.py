@@ -1,4 +1,5 @@
-"""``glue-sparse perplexity``: causal-LM perplexity under named protocols. Every flag is a field of ``PerplexityOptions``."""
+"""``glue-sparse perplexity``: causal-LM perplexity under named protocols. Every flag is a field of
+``PerplexityOptions``."""
 
 from __future__ import annotations
 

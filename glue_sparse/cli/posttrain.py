@@ -1,4 +1,5 @@
-"""``glue-sparse posttrain``: sparse-gate post-training of a causal LM, dense vs pruned. Every flag is a field of ``PosttrainOptions``."""
+"""``glue-sparse posttrain``: sparse-gate post-training of a causal LM, dense vs pruned. Every flag is a
+field of ``PosttrainOptions``."""
 
 from __future__ import annotations
 

@@ -335,7 +335,8 @@ def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
 
 
 def _finetune_subprocess(config: Any, out_dir: Path, bench: BenchConfig) -> None:
-    cmd = [sys.executable, "-m", "glue_sparse.experiments.finetune", json.dumps(asdict(config)), str(out_dir), "--resume"]
+    cmd = [sys.executable, "-m", "glue_sparse.experiments.finetune", json.dumps(asdict(config)), str(out_dir),
+           "--resume"]
     if bench.data_dir:
         cmd += ["--data-dir", bench.data_dir]
     if not bench.use_hub:
@@ -411,7 +412,8 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     ident = identity(config)
     run_root = Path(output) / "runs" / run["label"] / run["regime"] / f"seed-{run['seed']}"
     if run.get("full_label"):  # magnitude prunes the full arm's own run (same seed), never a second copy
-        _link_magnitude_source(run_root, Path(output) / "runs" / run["full_label"] / run["regime"] / f"seed-{run['seed']}")
+        full_root = Path(output) / "runs" / run["full_label"] / run["regime"] / f"seed-{run['seed']}"
+        _link_magnitude_source(run_root, full_root)
     log(f"{title}: fine-tuning -> {run_root / task}")
     _finetune_subprocess(config, run_root, bench)
     task_dir = run_root / task
@@ -491,7 +493,8 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
     if executor == "ray":
         from glue_sparse.experiments.bench_ray import run_cells_on_ray
 
-        for title, row, error in run_cells_on_ray(run_cell, cells, bench, output, address=address, retries=retries, log=log):
+        for title, row, error in run_cells_on_ray(run_cell, cells, bench, output, address=address, retries=retries,
+                                                  log=log):
             finished(title, row, error)
     else:
         for title, run, key in cells:

@@ -252,8 +252,8 @@ METHOD_NOTES = {
     "full": "every weight",
     "lora": "r {lora_r}, alpha {lora_alpha}, dropout {lora_dropout:g} on query/value (PEFT's BERT default), and the "
             "head (classifier and, `--train_pooler`, BERT's pooler)",
-    "gates": "head (as LoRA's) and gated biases; recipe `removal`: remove `--target-removal` ({target_removal:g}) of gated "
-             "weights, exactly, closing the gates ranked lowest by `{ranking}`",
+    "gates": "head (as LoRA's) and gated biases; recipe `removal`: remove `--target-removal` ({target_removal:g}) "
+             "of gated weights, exactly, closing the gates ranked lowest by `{ranking}`",
     "gates+lora": "gates as above (ranked by `{ranking}`) plus LoRA r {lora_r}, alpha {lora_alpha} inside every gated "
                   "layer",
     "gates+full": "gates as above, ranked by `{ranking}`, while every weight fine-tunes (structured pruning during "
@@ -272,7 +272,8 @@ def defaults_markdown() -> str:
               f"{METHOD_NOTES[m].format(**notes, ranking=REMOVAL_SCORE.get(m))} |" for m in METHODS]
     lines += ["", f"All methods: batch {GENERAL_TRAINING['batch_size']}, {general.epochs:g} epochs, max length "
               f"{general.max_length}, {GENERAL_TRAINING['lr_scheduler']} schedule with "
-              f"{GENERAL_TRAINING['warmup_ratio']:.0%} warm-up, gradient clipping {GENERAL_TRAINING['max_grad_norm']:g}, "
+              f"{GENERAL_TRAINING['warmup_ratio']:.0%} warm-up, gradient clipping "
+              f"{GENERAL_TRAINING['max_grad_norm']:g}, "
               f"evaluation every epoch, model selection `{general.model_selection}`; the limited regime keeps the "
               f"first {LIMITED_TRAIN_ROWS:,} training rows. The `reference` gate recipe: batch "
               f"{RECIPE_TRAINING['reference']['batch_size']}, lr {RECIPE_TRAINING['reference']['learning_rate']:g}, "

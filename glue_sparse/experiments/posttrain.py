@@ -200,7 +200,8 @@ def run_posttrain(options: PosttrainOptions) -> dict[str, Any]:
              "| model | " + " | ".join(f"{p} ppl" for p in protocols) +
              " | removed % total | removed % gated | tokens/s (pruned / dense) |",
              "|---|" + "---:|" * (len(protocols) + 3),
-             "| dense | " + " | ".join(f"{results['dense'][p]['perplexity']:.3f}" for p in protocols) + " | 0 | 0 | 1.00 |"]
+             "| dense | " + " | ".join(f"{results['dense'][p]['perplexity']:.3f}" for p in protocols)
+             + " | 0 | 0 | 1.00 |"]
     for key, r in results.items():
         if key.startswith("target-"):
             accounting = r["posttrain"]["accounting"]

@@ -198,8 +198,9 @@ def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {CONVERGENCE_FLOOR:.1f} on the "
                          f"{'+'.join(CONVERGENCE_FLOOR_TASKS)} average: not judged, these rows average "
                          f"{'+'.join(full['average_tasks'])} "
-                         "only (a part of the grid)" + (f"; full not above chance on {', '.join(full['not_above_chance'])}"
-                                                       if full["not_above_chance"] else ""))
+                         "only (a part of the grid)"
+                         + (f"; full not above chance on {', '.join(full['not_above_chance'])}"
+                            if full["not_above_chance"] else ""))
         elif full and full["glue_average"].values:
             avg = full["glue_average"].mean * 100
             lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {CONVERGENCE_FLOOR:.1f} "

@@ -362,7 +362,8 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
                 print(f"{label:<42} {row.layout:>6} {built(row.to_dict()):>12} {bs:>5} "
                       f"{row.closed_share_of_gated:>7.1%} "
                       f"{row.removed_share_of_gated:>7.1%} {row.dense_ms:>9.2f} {row.pruned_ms:>9.2f} "
-                      f"{row.ideal_ms:>9.2f} {row.latency_ratio:>9.2f} {spread:>11} {row.dense_ms / row.ideal_ms:>8.2f} "
+                      f"{row.ideal_ms:>9.2f} {row.latency_ratio:>9.2f} {spread:>11} "
+                      f"{row.dense_ms / row.ideal_ms:>8.2f} "
                       f"{row.share_of_ideal:>8.0%} {row.flop_ratio:>7.2f}", flush=True)
     targets = speed_targets(rows)
     print("\n" + "\n".join(targets))
@@ -441,7 +442,8 @@ def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets
         out.append(f"| {r['level']} | {r['layout']} | {built(r)} | {r['batch_size']} | "
                    f"{100 * r['closed_share_of_gated']:.1f} | "
                    f"{100 * r['removed_share_of_gated']:.1f} | {r['dense_ms']:.2f} | {r['pruned_ms']:.2f} | "
-                   f"{r['ideal_ms']:.2f} | {r['latency_ratio']:.2f} | {r['latency_ratio_low']:.2f}-{r['latency_ratio_high']:.2f} | "
+                   f"{r['ideal_ms']:.2f} | {r['latency_ratio']:.2f} | "
+                   f"{r['latency_ratio_low']:.2f}-{r['latency_ratio_high']:.2f} | "
                    f"{r['dense_ms'] / r['ideal_ms']:.2f} | "
                    f"{100 * r['share_of_ideal']:.0f}% | {r['flop_ratio']:.2f} |")
     return "\n".join(out + ["", *targets, ""])

@@ -115,7 +115,8 @@ class SparseGatesConfig(PeftConfig):
         if not 0.0 <= self.target_sparsity < 1.0:
             raise ValueError(f"target_sparsity must be in [0, 1), got {self.target_sparsity!r}")
         if self.target_removal is not None and not 0.0 < self.target_removal < 1.0:
-            raise ValueError(f"target_removal must be in (0, 1) (a share of gated weights), got {self.target_removal!r}")
+            raise ValueError(f"target_removal must be in (0, 1) (a share of gated weights), "
+                             f"got {self.target_removal!r}")
         if not 0.0 < self.removal_end <= 1.0:
             raise ValueError(f"removal_end must be in (0, 1], got {self.removal_end!r}")
         if self.removal_score not in REMOVAL_SCORES:

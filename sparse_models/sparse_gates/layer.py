@@ -159,8 +159,8 @@ class Linear(nn.Module, SparseGatesLayer):
             return self.base_layer(x, *args, **kwargs)
         col, row = self.gate_vectors()
         inner = self.base_layer
-        if (self.lean_backward and type(inner) is nn.Linear and not inner.weight.requires_grad and not args and not kwargs
-                and torch.is_grad_enabled() and (col.requires_grad or row.requires_grad)):
+        if (self.lean_backward and type(inner) is nn.Linear and not inner.weight.requires_grad and not args
+                and not kwargs and torch.is_grad_enabled() and (col.requires_grad or row.requires_grad)):
             return gated_frozen_linear(x, inner.weight, inner.bias, col, row)
         result = self.base_layer(x * col.to(x.dtype), *args, **kwargs)
         return result * row.to(result.dtype)

@@ -123,7 +123,8 @@ class SparseGatesModel(BaseTuner):
                 name = key.removeprefix("base_model.model.")
                 module = re.split(r"\.(?:base_layer|sparse_gates_|lora_|modules_to_save)", name)[0]
                 raise ValueError(
-                    f"Sparse-gate adapter does not fit this base model: module {module!r} has {name[len(module) + 1:]!r} "
+                    f"Sparse-gate adapter does not fit this base model: module {module!r} has "
+                    f"{name[len(module) + 1:]!r} "
                     f"of shape {tuple(current[key].shape)} in the base model but {tuple(tensor.shape)} in the "
                     "checkpoint. Load the adapter onto the base it was trained on (see base_model_name_or_path "
                     "in adapter_config.json)."

@@ -100,7 +100,8 @@ class ModulePlan:
         if self.head_narrowed:  # the per-head layout fixes one side; pad only a residual-side input
             kept_in = _pad(self.kept_in, self.in_features, multiple) if self.gather_in else self.kept_in
             return replace(self, kept_in=kept_in, gather_in=self.gather_in and len(kept_in) < self.in_features)
-        kept_out, kept_in = _pad(self.kept_out, self.out_features, multiple), _pad(self.kept_in, self.in_features, multiple)
+        kept_out = _pad(self.kept_out, self.out_features, multiple)
+        kept_in = _pad(self.kept_in, self.in_features, multiple)
         return replace(self, kept_out=kept_out, kept_in=kept_in,
                        gather_in=self.gather_in and len(kept_in) < self.in_features,
                        scatter_out=self.scatter_out and len(kept_out) < self.out_features)
