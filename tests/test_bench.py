@@ -59,6 +59,7 @@ def test_bench_runs_end_to_end_and_stores_one_row_per_combination(finished):
             assert r["latency"]["pruned_ms_per_batch"] > 0
             low, high = r["latency"]["latency_ratio_range"]  # paired per round (one round here: a point)
             assert low <= r["latency"]["latency_ratio"] <= high
+            assert 0 < r["latency"]["layout_tokens"] <= 8 * 128  # pruned for the timed batches (8 docs, <= 128 long)
         else:
             assert r["pruned_metrics"] is None
     stsb = next(r for r in rows if r["task"] == "stsb")

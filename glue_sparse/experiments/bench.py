@@ -253,26 +253,29 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     """CPU ms per batch on the first validation docs: the dense architecture, and the pruned model.
 
     A gates adapter is pruned here, on the machine that times it (the layout is chosen by timing on
-    this machine, see ``layout_costs``); other runs time the pruned model they saved. The entry records
+    this machine for the timed batches' token count, see ``layout_costs``); other runs time the pruned
+    model they saved. The entry records
     what the timed model closed and physically removed."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
     ckpt = describe_checkpoint(task_dir)
     model, tokenizer = load_classifier(ckpt, torch.float32, "cpu")
-    pruned = None
-    if ckpt.kind == "adapter":
-        if sparse_gates_tuner(model):
-            pruned = copy.deepcopy(model).merge_and_unload()
-            model = model.merge_and_unload(prune=False)
-        else:
-            model = model.merge_and_unload()
     split = evaluation_split(task)
     rows, _ = load_glue_rows(task, split, data_dir, limit=bench.latency_docs, use_hub=bench.use_hub)
     fields = GLUE_TASKS[task].text_fields
     bs = bench.latency_batch_size
     batches = [dict(tokenizer(*[[r[f] for r in rows[i:i + bs]] for f in fields], padding=True, truncation=True,
                               max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
+    # the layout is chosen for the token count of the batches it is timed on, as a user would prune for theirs
+    layout_tokens = round(statistics.mean(b["input_ids"].numel() for b in batches))
+    pruned = None
+    if ckpt.kind == "adapter":
+        if sparse_gates_tuner(model):
+            pruned = copy.deepcopy(model).merge_and_unload(layout_tokens=layout_tokens)
+            model = model.merge_and_unload(prune=False)
+        else:
+            model = model.merge_and_unload()
     if pruned is None and (task_dir / PRUNED_SUBDIR).is_dir():
         pruned = AutoModelForSequenceClassification.from_pretrained(task_dir / PRUNED_SUBDIR)
     models = [model.eval()] + ([pruned.eval()] if pruned is not None else [])
@@ -287,6 +290,8 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
         out["latency_ratio_range"] = [speedup.low, speedup.high]
         out["closed_share_of_gated"] = accounting.closed_share_of_gated
         out["removed_share_of_gated"] = accounting.removed_share_of_gated
+        if ckpt.kind == "adapter":  # pruned here: record the token count its layout was chosen for
+            out["layout_tokens"] = layout_tokens
     return out
 
 
