@@ -171,7 +171,7 @@ def wrap_pruned(
     config = SparsePrunedConfig(
         base_config=dense.config.to_dict(),
         head=head,
-        pruned_modules={name: p.record() for name, p in plan.modules.items()},
+        pruned_modules=plan.records(),
         dense_parameters=dense_parameters,
         gate_counts={
             "closed_rows": plan.closed_rows, "total_rows": plan.total_rows,

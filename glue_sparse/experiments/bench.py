@@ -254,8 +254,7 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
 
     A gates adapter is pruned here, on the machine that times it (the layout is chosen by timing on
     this machine for the timed batches' token count, see ``layout_costs``); other runs time the pruned
-    model they saved. The entry records
-    what the timed model closed and physically removed."""
+    model they saved. The entry records what the timed model closed and physically removed."""
     import torch
     from transformers import AutoModelForSequenceClassification
 

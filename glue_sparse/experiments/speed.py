@@ -27,8 +27,8 @@ from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.accounting import parameter_accounting
 from sparse_models.pruned_linear import PrunedLinear
-from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN, choose_sides
-from sparse_models.sparse_gates.pruning import LAYOUTS, plan_pruning
+from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
+from sparse_models.sparse_gates.pruning import LAYOUTS
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
            "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds",
@@ -287,21 +287,16 @@ class SpeedOptions:
 
 
 HEADS_SUFFIX = "+heads"
-#: ``auto`` without its whole-model check: each layer's side chosen by timing that layer alone.
-PER_LAYER = "per-layer"
-SPEED_LAYOUTS = (*LAYOUTS, PER_LAYER)
 
 
 def prune_with_layout(gated: nn.Module, layout: str, tokens: int, align: int) -> nn.Module:
-    """A pruned copy of ``gated`` in one of ``SPEED_LAYOUTS`` (``+heads``: attention narrowed per head),
-    with ``auto``'s choices made for ``tokens`` tokens per forward."""
-    model = copy.deepcopy(gated).eval()
-    base, heads = layout.removesuffix(HEADS_SUFFIX), layout.endswith(HEADS_SUFFIX)
-    if base == PER_LAYER:
-        plan = plan_pruning(model)
-        plan = (plan.with_narrow_heads(model) if heads else plan).aligned(align)
-        return model.merge_and_unload(layout=choose_sides(plan, tokens), align=align, narrow_heads=heads)
-    return model.merge_and_unload(layout=base, layout_tokens=tokens, align=align, narrow_heads=True if heads else None)
+    """A pruned copy of ``gated`` in one of ``LAYOUTS`` (``+heads``: attention narrowed per head), with
+    the timed layouts chosen for ``tokens`` tokens per forward."""
+    heads = layout.endswith(HEADS_SUFFIX)
+    return copy.deepcopy(gated).eval().merge_and_unload(layout=layout.removesuffix(HEADS_SUFFIX), layout_tokens=tokens,
+                                                        align=align, narrow_heads=True if heads else None)
+
+
 SYNTHETIC_WORDS = "the film is a quiet and often funny portrait of people who".split()
 
 
@@ -330,8 +325,8 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     if any(not 0 < x < 1 for x in levels):
         raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
     layouts = [x for x in options.layouts.split(",") if x]
-    if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in SPEED_LAYOUTS]:
-        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(SPEED_LAYOUTS)}, each "
+    if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in LAYOUTS]:
+        raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each "
                              f"optionally with {HEADS_SUFFIX!r} (attention narrowed per head)")
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)

@@ -24,7 +24,16 @@ from sparse_models.sparse_gates.layout_costs import (
     choose_sides,
     choose_whole_model,
 )
-from sparse_models.sparse_gates.pruning import KEEP, LAYOUTS, PruningPlan, Side, plan_pruning, prune_dense_model
+from sparse_models.sparse_gates.pruning import (
+    AUTO,
+    KEEP,
+    LAYOUTS,
+    PER_LAYER,
+    PruningPlan,
+    Side,
+    plan_pruning,
+    prune_dense_model,
+)
 
 
 class SparseGatesModel(BaseTuner):
@@ -176,11 +185,12 @@ class SparseGatesModel(BaseTuner):
 
         ``layout`` says what happens to closed rows/columns whose removal needs index work (a gather from
         or scatter into a full-width tensor): ``"remove"`` always removes them, ``"keep"`` keeps them as
-        folded zeros, and ``"auto"`` (default) measures. It times both ways per layer at ``layout_tokens``
-        tokens per forward on this machine and keeps the faster, then times the pruned models that
-        choice builds (with and, where it applies, without attention narrowed per head) whole against
-        ``"keep"`` and returns the fastest (all cached; see ``layout_costs``; the check holds a copy of
-        the model per candidate for a moment). Every layout gives the same outputs; the pruned config
+        folded zeros, and ``"per-layer"`` and ``"auto"`` (default) measure. ``"per-layer"`` times both ways
+        per layer at ``layout_tokens`` tokens per forward on this machine and keeps the faster; ``"auto"``
+        then also times the pruned models that choice builds (without and, where it applies, with
+        attention narrowed per head) whole against ``"keep"`` and returns the fastest (all cached; see
+        ``layout_costs``; the check holds a copy of the model per candidate for a moment, so for a model
+        too large for that, use ``"per-layer"``). Every layout gives the same outputs; the pruned config
         records what was closed and what was removed. ``align`` rounds every kept row/column count up to
         a multiple of it with closed ones (folded zeros): matrix kernels are slower on odd widths.
         ``layout="remove", align=1`` removes exactly what the gates closed. ``narrow_heads=True``
@@ -221,28 +231,29 @@ class SparseGatesModel(BaseTuner):
 
     def _pruning_candidates(self, layout: str | Mapping[str, Side], tokens: int, align: int,
                             narrow_heads: bool | None) -> dict[str, PruningPlan]:
-        """The plans ``merge_and_unload`` may build, simplest first: the given layout alone, or for
-        ``"auto"`` keep (no index work), then the per-layer choice without and with heads narrowed.
-        Plans that would build the same shapes appear once."""
+        """The plans ``merge_and_unload`` may build, simplest first: the given layout alone, the per-layer
+        choice, or for ``"auto"`` keep (no index work), then the per-layer choice without and with heads
+        narrowed. Plans that would build the same shapes appear once."""
         plan = plan_pruning(self.model)
         bases = {"": plan.with_narrow_heads(self.model) if narrow_heads else plan}
-        if layout != "auto":
-            return {"given": bases[""].aligned(align).with_layout(layout)}
-        if narrow_heads is None and (narrowed := plan.with_narrow_heads(self.model)).attention_head_sizes:
-            bases["+heads"] = narrowed
+        if layout == AUTO and narrow_heads is None:
+            if (narrowed := plan.with_narrow_heads(self.model)).attention_head_sizes:
+                bases["+heads"] = narrowed
+        bases = {suffix: base.aligned(align) for suffix, base in bases.items()}
+        if layout not in (AUTO, PER_LAYER):
+            return {"given": bases[""].with_layout(layout)}
         weight = next(self.model.parameters())
-        candidates = {KEEP: bases[""].aligned(align).with_layout(KEEP)}
-        for suffix, base in bases.items():
-            base = base.aligned(align)
-            candidates["auto" + suffix] = base.with_layout(choose_sides(base, tokens, dtype=weight.dtype,
-                                                                        device=weight.device))
+        per_layer = {PER_LAYER + suffix: base.with_layout(choose_sides(base, tokens, dtype=weight.dtype,
+                                                                       device=weight.device))
+                     for suffix, base in bases.items()}
+        if layout == PER_LAYER:
+            return per_layer
+        candidates = {KEEP: bases[""].with_layout(KEEP), **per_layer}
         distinct: dict[str, str] = {}
         for name, candidate in candidates.items():
-            shapes = json.dumps([{n: p.record() for n, p in candidate.modules.items()},
-                                 candidate.attention_head_sizes], sort_keys=True)
-            distinct.setdefault(shapes, name)
+            distinct.setdefault(json.dumps([candidate.records(), candidate.attention_head_sizes], sort_keys=True),
+                                name)
         return {name: candidates[name] for name in distinct.values()}
-
 
 def trained_parameter_count(model: nn.Module) -> int:
     """What a gates (or gates+LoRA) adapter trains and saves, counted from the structure, so a

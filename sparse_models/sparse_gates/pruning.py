@@ -34,7 +34,9 @@ __all__ = ["LAYOUTS", "ModulePlan", "PruningPlan", "Side", "plan_pruning", "prun
 
 #: Layout choices for one side of one layer whose removal needs index work.
 REMOVE, KEEP = "remove", "keep"
-LAYOUTS = (REMOVE, KEEP, "auto")
+#: Layouts chosen by timing: each layer alone (``per-layer``), then also the whole model (``auto``).
+PER_LAYER, AUTO = "per-layer", "auto"
+LAYOUTS = (REMOVE, KEEP, PER_LAYER, AUTO)
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,11 @@ class PruningPlan:
                 modules[o] = replace(modules[o], kept_in=v_rows, gather_in=False, head_narrowed=True)
             sizes[block[:-1]] = {"query_key": min(size_qk, head_dim), "value": min(size_v, head_dim)}
         return replace(self, modules=modules, attention_head_sizes=sizes)
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """Every module's shape record (``ModulePlan.record``): what the pruned config stores, and what
+        tells two plans that build the same shapes apart."""
+        return {name: p.record() for name, p in self.modules.items()}
 
     def aligned(self, multiple: int) -> "PruningPlan":
         """Every module's kept counts rounded up to ``multiple`` with closed rows/columns (see
