@@ -211,6 +211,28 @@ def test_bench_flags_override_the_config_file(tmp_path):
     assert parts("--only-tasks", "stsb", "--only-seeds", "2") == [("full", "stsb", 2)]
     with pytest.raises(BenchConfigError, match=r"only_tasks \['cola'\] names no cell of this grid"):
         parts("--only-tasks", "cola")
+    # --only-arms picks method labels (a label with a space included)
+    assert parts("--only-arms", "f1") == [("f1", "rte", 1), ("f1", "stsb", 1)]
+    assert parts("--only-arms", "full,f1", "--only-tasks", "rte") == [c for c in whole if c[1] == "rte"]
+    with pytest.raises(BenchConfigError, match=r"only_arms \['gates r0.3'\] names no cell of this grid"):
+        parts("--only-arms", "gates r0.3")
+
+
+def test_magnitude_cells_wait_for_the_full_run_they_prune():
+    """On Ray every cell may start at once, so a magnitude cell is held back until the full cell of its
+    task, regime and seed has ended (else both would train that run in one folder); a part without the
+    full arm has nothing to wait for (the magnitude cell trains the run where the full arm's cell finds it)."""
+    from glue_sparse.experiments.bench_ray import prerequisites
+
+    raw = {"tasks": ["rte", "stsb"], "seeds": [1, 2],
+           "methods": [{"method": "magnitude", "label": "m3", "target_removal": 0.3}, "full", "gates"]}
+    runs = list(BenchConfig.from_dict(raw).runs())
+    waits = prerequisites(runs)
+    assert len(waits) == 4 and all(runs[i]["method"] == "magnitude" for i in waits)
+    for i, source in waits.items():
+        assert runs[source]["label"] == "full"
+        assert (runs[source]["task"], runs[source]["seed"]) == (runs[i]["task"], runs[i]["seed"])
+    assert prerequisites(list(BenchConfig.from_dict({**raw, "only_arms": ["m3", "gates"]}).runs())) == {}
 
 
 def test_rows_of_changed_defaults_are_set_aside_and_only_their_cells_rerun(finished, tiny_base, glue_fixture_dir,
@@ -336,6 +358,23 @@ def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue
     again: list[str] = []
     run_bench(_bench(tiny_base, glue_fixture_dir, seeds=[1]), tmp_path / "ray", log=again.append, executor="ray")
     assert any("4 of 4 cells cached" in line for line in again) and not any("submitted" in l for l in again)
+
+
+def test_on_ray_a_magnitude_cell_starts_after_the_full_run_it_prunes(tiny_base, glue_fixture_dir, tmp_path):
+    """With a CPU for each cell Ray would start both at once; the magnitude cell is submitted when the full
+    cell has ended, and prunes that very run (one full fine-tune in the bench, linked, not trained twice)."""
+    pytest.importorskip("ray")
+    logs: list[str] = []
+    methods = ["full", {"method": "magnitude", "label": "m3", "target_removal": 0.3}]
+    store = run_bench(_bench(tiny_base, glue_fixture_dir, tasks=["rte"], seeds=[1], methods=methods,
+                             cpus_per_cell=0.5), tmp_path, log=logs.append, executor="ray")
+    assert any("1 cells submitted to Ray" in line and "1 more once the full runs they prune have ended" in line
+               for line in logs)
+    rows = {r["label"]: r for r in read_store(store)}
+    assert rows["m3"]["finished_at"] >= rows["full"]["finished_at"]
+    assert rows["m3"]["accounting"]["removed_share_of_gated"] == pytest.approx(0.3, abs=0.03)
+    source = tmp_path / "runs" / "m3" / "limited" / "seed-1" / "magnitude-source"
+    assert source.is_symlink() and source.resolve() == (tmp_path / "runs" / "full" / "limited" / "seed-1").resolve()
 
 
 def test_demo_table_shows_closed_and_removed_and_the_speed_up(finished):

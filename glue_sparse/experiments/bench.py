@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from glue_sparse.experiments.finetune import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
-from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig
+from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
 from glue_sparse.experiments.run_environment import git_state
 from glue_sparse.experiments.speed import paired_speedup, time_rounds
 from glue_sparse_tasks import TASKS_DIR
@@ -87,6 +87,7 @@ class BenchConfig:
     # part's rows are the whole grid's own (same keys), and other parts' rows in the store stay.
     only_tasks: list[str] | None = None
     only_seeds: list[int] | None = None
+    only_arms: list[str] | None = None  # method labels, e.g. "gates r0.3"
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
@@ -138,42 +139,57 @@ class BenchConfig:
             grid = list(self.runs(whole=True))
         except ValueError as exc:
             raise BenchConfigError(f"{source}: {exc}") from None
-        for name, key in (("only_tasks", "task"), ("only_seeds", "seed")):
+        for name, key in (("only_tasks", "task"), ("only_seeds", "seed"), ("only_arms", "label")):
             outside = sorted(set(getattr(self, name) or ()) - {run[key] for run in grid}, key=str)
             if outside:
                 raise BenchConfigError(f"{source}: {name} {outside} names no cell of this grid; its {key}s are "
                                        f"{sorted({run[key] for run in grid}, key=str)}")
 
-    def in_part(self, task: str, seed: int) -> bool:
-        """Whether a cell belongs to the part to run (``only_tasks``/``only_seeds``; everything without)."""
-        return (not self.only_tasks or task in self.only_tasks) and (not self.only_seeds or seed in self.only_seeds)
+    def in_part(self, task: str, seed: int, label: str) -> bool:
+        """Whether a cell belongs to the part to run (``only_tasks``/``only_seeds``/``only_arms``; everything
+        without)."""
+        return ((not self.only_tasks or task in self.only_tasks) and (not self.only_seeds or seed in self.only_seeds)
+                and (not self.only_arms or label in self.only_arms))
+
+    def covers(self, spec: MethodSpec, task: str, regime: str, seed: int) -> bool:
+        """Whether the arm ``spec`` has a cell for this task, regime and seed (its own lists, else the bench's)."""
+        return (seed in (spec.seeds or self.seeds) and regime in (spec.regimes or self.regimes)
+                and task in (spec.tasks or self.tasks))
+
+    def cell_config(self, spec: MethodSpec, task: str, regime: str, seed: int) -> FinetuneConfig:
+        """One cell's fine-tune: the bench's shared options, then the arm's own; removal methods also save
+        the pruned model."""
+        options = {**self.finetune, **spec.options}
+        if spec.method in REMOVAL_METHODS:
+            options["prune"] = True
+        return FinetuneConfig(task=task, method=spec.method, regime=regime, seed=seed, base_model=self.base_model,
+                              **options)
+
+    def full_label(self, config: FinetuneConfig) -> str | None:
+        """The full arm whose cell (same task, regime and seed) trains the very run the magnitude cell
+        ``config`` prunes, or None (the magnitude cell then trains its own)."""
+        if config.from_run:
+            return None
+        source, where = magnitude_source_config(config), (config.task, config.regime, config.seed)
+        return next((m.label for m in self.methods if m.method == "full" and self.covers(m, *where)
+                     and self.cell_config(m, *where) == source), None)
 
     def runs(self, whole: bool = False) -> Iterator[dict[str, Any]]:
         """The cells of the part to run (``whole``: of the whole grid); magnitude cells come after all
-        others (they prune the full arm's runs, which a task-and-seed part always holds)."""
-
-        def full_label(regime: str) -> str | None:
-            return next((m.label for m in self.methods if m.method == "full" and regime in (m.regimes or self.regimes)
-                         and not set(m.options) - set(self.finetune)), None)
-
+        others, since they prune the full arm's run of their task and seed (a part without that arm
+        trains it where the full arm's cell will find it finished)."""
         cells = []
         for seed in sorted({s for m in self.methods for s in (m.seeds or self.seeds)}):
             for regime in self.regimes + sorted({r for m in self.methods for r in m.regimes or ()} - set(self.regimes)):
                 for spec in self.methods:
-                    if seed not in (spec.seeds or self.seeds) or regime not in (spec.regimes or self.regimes):
-                        continue
                     for task in spec.tasks or self.tasks:
-                        if not (whole or self.in_part(task, seed)):
+                        if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(task, seed,
+                                                                                                   spec.label)):
                             continue
-                        options = {**self.finetune, **spec.options}
-                        if spec.method in REMOVAL_METHODS:
-                            options["prune"] = True
-                        config = FinetuneConfig(task=task, method=spec.method, regime=regime, seed=seed,
-                                                base_model=self.base_model, **options)
+                        config = self.cell_config(spec, task, regime, seed)
                         cells.append({"task": task, "label": spec.label, "method": spec.method, "regime": regime,
                                       "seed": seed, "config": config,
-                                      "full_label": full_label(regime) if spec.method == "magnitude"
-                                      and not spec.options.get("from_run") else None})
+                                      "full_label": self.full_label(config) if spec.method == "magnitude" else None})
         yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude")
 
     def to_dict(self) -> dict[str, Any]:
@@ -317,7 +333,7 @@ def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, 
         changed = False
         if "chance" not in row:
             row["chance"], changed = _chance(row["task"], bench), True
-        stale = (retime and bench.in_part(row["task"], row["seed"])
+        stale = (retime and bench.in_part(row["task"], row["seed"], row["label"])
                  and (code["dirty"] is not False or (row.get("latency") or {}).get("git") != code))
         if (row.get("latency") is None or stale) and bench.latency_rounds:
             log(f"{row['task']} · {row['label']} · {row['regime']} · seed {row['seed']}: timing CPU eval latency")
@@ -466,7 +482,7 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
     output.mkdir(parents=True, exist_ok=True)
     store = output / RESULTS_FILE
     whole = grid_cells(bench, whole=True)  # one pass over the data fingerprints, the part filtered from it
-    grid = [cell for cell in whole if bench.in_part(cell[1]["task"], cell[1]["seed"])]
+    grid = [cell for cell in whole if bench.in_part(cell[1]["task"], cell[1]["seed"], cell[1]["label"])]
     rows = read_store(store)
     current = set_aside_superseded(rows, whole, output, log)  # rows of the grid's other parts stay
     if len(current) < len(rows):

@@ -25,6 +25,7 @@ from glue_sparse.experiments.finetune_config import (
     REMOVAL_GATE_TRAVEL,
     FinetuneConfig,
     FinetuneConfigError,
+    magnitude_source_config,
 )
 from glue_sparse.experiments.packaged import minilm_path, model_identity
 from glue_sparse.experiments.run_environment import (
@@ -199,12 +200,8 @@ def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | N
                                       f"{config.task!r}, but that folder holds a {record.get('method')!r} run "
                                       f"for {record.get('task')!r}")
         return source
-    full = FinetuneConfig(task=config.task, method="full", regime=config.regime, seed=config.seed,
-                          base_model=config.base_model, train_limit=config.train_limit, epochs=config.epochs,
-                          max_steps=config.max_steps, batch_size=config.batch_size,
-                          eval_batch_size=config.eval_batch_size, max_length=config.max_length,
-                          precision=config.precision)
-    run_finetune(full, output_dir / MAGNITUDE_SOURCE, data_dir=data_dir, resume=True, use_hub=use_hub)
+    run_finetune(magnitude_source_config(config), output_dir / MAGNITUDE_SOURCE, data_dir=data_dir, resume=True,
+                 use_hub=use_hub)
     return output_dir / MAGNITUDE_SOURCE / config.task
 
 

@@ -13,7 +13,7 @@ weight decay 0, constant schedule without warm-up, no gradient clipping, batch 1
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,8 @@ class TrainingOptions:
         None, "removal recipe: rank gates for closing by 'taylor' (accumulated |dL/dz * z|), 'logit' or 'random' "
               "(seeded; the control); default " + ", ".join(f"{m} {s}" for m, s in REMOVAL_SCORE.items()))
     from_run: str | None = option(None, "magnitude: a finished full run folder to prune (default: train a full "
-                                         "run first, under <output>/magnitude-source/)", aliases=("--from",))
+                                         "run first, with this run's training options, under "
+                                         "<output>/magnitude-source/)", aliases=("--from",))
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
                                    aliases=("--select",))
     prune: bool = option(False, "also save the physically pruned model (gates, magnitude)")
@@ -279,3 +280,10 @@ def defaults_markdown() -> str:
               f"{RECIPE_TRAINING['reference']['batch_size']}, lr {RECIPE_TRAINING['reference']['learning_rate']:g}, "
               f"{RECIPE_TRAINING['reference']['lr_scheduler']} schedule, no warm-up, no clipping."]
     return "\n".join(lines)
+
+
+def magnitude_source_config(config: FinetuneConfig) -> FinetuneConfig:
+    """The full fine-tune a magnitude run prunes when it is not given one (``from_run``): the same training
+    options (a bench's full arm, given the bench's shared options, is then that very run), method full,
+    nothing removed."""
+    return replace(config, method="full", target_removal=None, prune=False, from_run=None)
