@@ -371,10 +371,11 @@ def test_on_ray_a_magnitude_cell_starts_after_the_full_run_it_prunes(tiny_base, 
     assert any("1 cells submitted to Ray" in line and "1 more once the full runs they prune have ended" in line
                for line in logs)
     rows = {r["label"]: r for r in read_store(store)}
-    assert rows["m3"]["finished_at"] >= rows["full"]["finished_at"]
     assert rows["m3"]["accounting"]["removed_share_of_gated"] == pytest.approx(0.3, abs=0.03)
     source = tmp_path / "runs" / "m3" / "limited" / "seed-1" / "magnitude-source"
     assert source.is_symlink() and source.resolve() == (tmp_path / "runs" / "full" / "limited" / "seed-1").resolve()
+    # the magnitude cell made its link when it started: after the full fine-tune had written its run.json
+    assert source.lstat().st_mtime >= (source / "rte" / "run.json").stat().st_mtime
 
 
 def test_demo_table_shows_closed_and_removed_and_the_speed_up(finished):

@@ -183,8 +183,9 @@ class BenchConfig:
             for regime in self.regimes + sorted({r for m in self.methods for r in m.regimes or ()} - set(self.regimes)):
                 for spec in self.methods:
                     for task in spec.tasks or self.tasks:
-                        if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(task, seed,
-                                                                                                   spec.label)):
+                        if not self.covers(spec, task, regime, seed):
+                            continue
+                        if not (whole or self.in_part(task, seed, spec.label)):
                             continue
                         config = self.cell_config(spec, task, regime, seed)
                         cells.append({"task": task, "label": spec.label, "method": spec.method, "regime": regime,
