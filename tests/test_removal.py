@@ -149,6 +149,20 @@ def test_finetune_with_target_removal_ends_at_that_share_with_binary_gates(metho
     assert record["pruned"]["accounting"]["closed_share_of_gated"] == record["accounting"]["removed_share_of_gated"]
 
 
+def test_the_removal_scores_close_different_gates(tiny_base, glue_fixture_dir, tmp_path):
+    """Same base, data and seed: only the ranking differs, so each score must close its own set of gates
+    (a score silently falling back to another would close the same set)."""
+    closed = {}
+    for score in ("logit", "taylor", "random"):
+        config = FinetuneConfig(task="rte", method="gates", base_model=tiny_base, target_removal=0.3, train_limit=40,
+                                epochs=1, batch_size=1, eval_batch_size=16, max_length=32, removal_score=score)
+        record = run_finetune(config, tmp_path / score, data_dir=str(glue_fixture_dir), use_hub=False)
+        assert record["hyperparameters"]["removal_score"] == score
+        closed[score] = _gate_evals(tmp_path / score / "rte") == 0.0
+    for a, b in (("logit", "taylor"), ("logit", "random"), ("taylor", "random")):
+        assert not torch.equal(closed[a], closed[b]), f"{a} and {b} closed the same gates"
+
+
 def test_reference_recipe_runs_the_finegates_settings(tiny_base, glue_fixture_dir, tmp_path):
     config = FinetuneConfig(task="rte", method="gates", recipe="reference", base_model=tiny_base, train_limit=32,
                             epochs=1, eval_batch_size=16, max_length=32)
