@@ -121,6 +121,17 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     assert "partial GLUE average (default) over stsb, rte; missing cola, mnli, mrpc, qnli, qqp, sst2" in text
     assert "## Targets" in text and "gates" in text
     assert "score the same as their gated adapters (within 0.0001): yes, on every row" in text
+    # the latency column names the code that timed it, and says so when a store mixes commits
+    timed = [r for r in rows if r.get("latency")]
+    code = timed[0]["latency"]["git"]
+    assert all(r["latency"]["git"] == code for r in timed)
+    stamp = code["commit"][:7] + (" (dirty)" if code["dirty"] else "")
+    assert f"Latency timed by code at {stamp} ({len(timed)} rows)." in text
+    mixed = [dict(r, latency={k: v for k, v in r["latency"].items() if k != "git"}) if r is timed[0] else r
+             for r in rows]
+    text = write_report(mixed, tmp_path / "mixed")["markdown"].read_text()
+    assert (f"Latency timed by code at {stamp} ({len(timed) - 1} rows), an unrecorded commit (1 row); ratios "
+            "timed by different code or hosts are not one measurement.") in text
     # targets are stated for every gates configuration, against full on the seeds they share
     lead = (summaries["gates-0.4"]["glue_average"].mean - full["glue_average"].mean) * 100
     target_lines = targets(list(summaries.values()))

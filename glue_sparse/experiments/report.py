@@ -10,7 +10,7 @@ import csv
 import io
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -257,6 +257,24 @@ def _pruned_line(summaries: Sequence[dict[str, Any]]) -> str:
             f"{verdict}; largest metric difference {worst:.1e}.")
 
 
+def _latency_provenance_line(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Which code timed the latency column. Latency depends on the pruning code and the host, not on
+    training, so a store assembled over many commits (or rows timed before rows recorded the timing
+    commit) says so instead of presenting its ratios as one measurement."""
+    counts: Counter[str] = Counter()
+    for row in rows:
+        latency = row.get("latency")
+        if latency:
+            code = latency.get("git") or {}
+            commit = (code.get("commit") or "")[:7]
+            counts[(commit + (" (dirty)" if code.get("dirty") else "")) if commit else "an unrecorded commit"] += 1
+    if not counts:
+        return None
+    parts = [f"{code} ({n} row{'s' if n > 1 else ''})" for code, n in sorted(counts.items())]
+    mixed = "; ratios timed by different code or hosts are not one measurement" if len(counts) > 1 else ""
+    return f"Latency timed by code at {', '.join(parts)}{mixed}."
+
+
 def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     tasks = sorted({t for s in summaries for t in s["tasks"]})
     header = ["method", "regime", "seeds", *tasks, "GLUE avg", "avg over", "trainable", "closed % gated",
@@ -340,7 +358,7 @@ def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in body]
     md += ["", "## Targets", *targets(summaries), "",
-           _pruned_line(summaries),
+           _pruned_line(summaries), _latency_provenance_line(rows),
            "", f"![score vs removed]({SCORE_PLOT})", f"![latency vs removed]({LATENCY_PLOT})", ""]
     paths["markdown"] = write_text_atomic(out_dir / REPORT_MD, "\n".join(line for line in md if line is not None))
     _plot(summaries, "score", _score_axis_label(summaries, convention), out_dir / SCORE_PLOT)
