@@ -227,6 +227,15 @@ def test_bench_flags_override_the_config_file(tmp_path):
     assert parts("--only-arms", "full,f1", "--only-tasks", "rte") == [c for c in whole if c[1] == "rte"]
     with pytest.raises(BenchConfigError, match=r"only_arms \['gates r0.3'\] names no cell of this grid"):
         parts("--only-arms", "gates r0.3")
+    # --only-regimes splits an arm that runs in both regimes (the long full-regime cells apart)
+    config.write_text("tasks: [rte]\nseeds: [1]\nregimes: [limited]\n"
+                      "methods: [full, {method: full, label: full, regimes: [full], epochs: 2}]\n")
+    regimes = lambda *flags: sorted(r["regime"] for r in _bench_config(build_parser().parse_args(
+        ["bench", "--config", str(config), *flags, "--output", str(tmp_path / "out")])).runs())
+    assert regimes() == ["full", "limited"] and regimes("--only-arms", "full") == ["full", "limited"]
+    assert regimes("--only-regimes", "limited") == ["limited"] and regimes("--only-regimes", "full") == ["full"]
+    with pytest.raises(BenchConfigError, match=r"only_regimes \['fulll'\] names no cell of this grid"):
+        regimes("--only-regimes", "fulll")
 
 
 def test_magnitude_cells_wait_for_the_full_run_they_prune():

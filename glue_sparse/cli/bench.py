@@ -24,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only-tasks", help="run only this part of the grid: comma-separated tasks (its rows are the "
                    "whole grid's; for a grid longer than one working stretch)")
     p.add_argument("--only-seeds", help="run only this part of the grid: comma-separated seeds")
+    p.add_argument("--only-regimes", help="run only this part of the grid: comma-separated regimes (full, limited)")
     p.add_argument("--only-arms", help="run only this part of the grid: comma-separated method labels "
                    "(e.g. 'full,gates r0.3')")
     p.add_argument("--model", dest="base_model", help="encoder folder or Hub name (default: packaged MiniLM)")
@@ -55,7 +56,7 @@ def _bench_config(args: argparse.Namespace):
         raw["methods"] = [{"method": m["method"], "label": m["label"], **m["options"],
                            **{k: m[k] for k in GRID_OVERRIDES if m.get(k) is not None}} for m in raw["methods"]]
     for name, cast in (("tasks", str), ("methods", str), ("regimes", str), ("seeds", int), ("only_tasks", str),
-                       ("only_seeds", int), ("only_arms", str)):
+                       ("only_seeds", int), ("only_regimes", str), ("only_arms", str)):
         value = getattr(args, name)
         if value:
             raw[name] = [cast(v) for v in value.split(",") if v]

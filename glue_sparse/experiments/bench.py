@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from glue_sparse.experiments.finetune import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
 from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
@@ -45,6 +45,8 @@ LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "
 #: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
 GRID_OVERRIDES = ("seeds", "regimes", "tasks")
 LATENCY_TIMINGS = ("cell", "after")
+#: A part of the grid: each ``only_*`` list of a bench config and the cell key it filters.
+PART_FILTERS = (("only_tasks", "task"), ("only_seeds", "seed"), ("only_regimes", "regime"), ("only_arms", "label"))
 
 
 class BenchConfigError(UserInputError):
@@ -87,6 +89,7 @@ class BenchConfig:
     # part's rows are the whole grid's own (same keys), and other parts' rows in the store stay.
     only_tasks: list[str] | None = None
     only_seeds: list[int] | None = None
+    only_regimes: list[str] | None = None
     only_arms: list[str] | None = None  # method labels, e.g. "gates r0.3"
 
     @classmethod
@@ -139,17 +142,16 @@ class BenchConfig:
             grid = list(self.runs(whole=True))
         except ValueError as exc:
             raise BenchConfigError(f"{source}: {exc}") from None
-        for name, key in (("only_tasks", "task"), ("only_seeds", "seed"), ("only_arms", "label")):
+        for name, key in PART_FILTERS:
             outside = sorted(set(getattr(self, name) or ()) - {run[key] for run in grid}, key=str)
             if outside:
                 raise BenchConfigError(f"{source}: {name} {outside} names no cell of this grid; its {key}s are "
                                        f"{sorted({run[key] for run in grid}, key=str)}")
 
-    def in_part(self, task: str, seed: int, label: str) -> bool:
-        """Whether a cell belongs to the part to run (``only_tasks``/``only_seeds``/``only_arms``; everything
-        without)."""
-        return ((not self.only_tasks or task in self.only_tasks) and (not self.only_seeds or seed in self.only_seeds)
-                and (not self.only_arms or label in self.only_arms))
+    def in_part(self, cell: Mapping[str, Any]) -> bool:
+        """Whether a cell (or a row of it: same keys) belongs to the part to run (the ``only_*`` lists;
+        everything without)."""
+        return all(not getattr(self, name) or cell[key] in getattr(self, name) for name, key in PART_FILTERS)
 
     def covers(self, spec: MethodSpec, task: str, regime: str, seed: int) -> bool:
         """Whether the arm ``spec`` has a cell for this task, regime and seed (its own lists, else the bench's)."""
@@ -185,7 +187,8 @@ class BenchConfig:
                     for task in spec.tasks or self.tasks:
                         if not self.covers(spec, task, regime, seed):
                             continue
-                        if not (whole or self.in_part(task, seed, spec.label)):
+                        if not (whole or self.in_part({"task": task, "seed": seed, "regime": regime,
+                                                                     "label": spec.label})):
                             continue
                         config = self.cell_config(spec, task, regime, seed)
                         cells.append({"task": task, "label": spec.label, "method": spec.method, "regime": regime,
@@ -334,7 +337,7 @@ def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, 
         changed = False
         if "chance" not in row:
             row["chance"], changed = _chance(row["task"], bench), True
-        stale = (retime and bench.in_part(row["task"], row["seed"], row["label"])
+        stale = (retime and bench.in_part(row)
                  and (code["dirty"] is not False or (row.get("latency") or {}).get("git") != code))
         if (row.get("latency") is None or stale) and bench.latency_rounds:
             log(f"{row['task']} · {row['label']} · {row['regime']} · seed {row['seed']}: timing CPU eval latency")
@@ -483,7 +486,7 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
     output.mkdir(parents=True, exist_ok=True)
     store = output / RESULTS_FILE
     whole = grid_cells(bench, whole=True)  # one pass over the data fingerprints, the part filtered from it
-    grid = [cell for cell in whole if bench.in_part(cell[1]["task"], cell[1]["seed"], cell[1]["label"])]
+    grid = [cell for cell in whole if bench.in_part(cell[1])]
     rows = read_store(store)
     current = set_aside_superseded(rows, whole, output, log)  # rows of the grid's other parts stay
     if len(current) < len(rows):
