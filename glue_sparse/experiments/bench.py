@@ -185,15 +185,13 @@ class BenchConfig:
             for regime in self.regimes + sorted({r for m in self.methods for r in m.regimes or ()} - set(self.regimes)):
                 for spec in self.methods:
                     for task in spec.tasks or self.tasks:
-                        if not self.covers(spec, task, regime, seed):
+                        cell = {"task": task, "label": spec.label, "method": spec.method, "regime": regime,
+                                "seed": seed}
+                        if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(cell)):
                             continue
-                        if not (whole or self.in_part({"task": task, "seed": seed, "regime": regime,
-                                                                     "label": spec.label})):
-                            continue
-                        config = self.cell_config(spec, task, regime, seed)
-                        cells.append({"task": task, "label": spec.label, "method": spec.method, "regime": regime,
-                                      "seed": seed, "config": config,
-                                      "full_label": self.full_label(config) if spec.method == "magnitude" else None})
+                        config = cell["config"] = self.cell_config(spec, task, regime, seed)
+                        cell["full_label"] = self.full_label(config) if spec.method == "magnitude" else None
+                        cells.append(cell)
         yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude")
 
     def to_dict(self) -> dict[str, Any]:
