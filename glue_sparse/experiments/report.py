@@ -270,7 +270,8 @@ def _latency_provenance_line(rows: Sequence[dict[str, Any]]) -> str | None:
             counts[(commit + (" (dirty)" if code.get("dirty") else "")) if commit else "an unrecorded commit"] += 1
     if not counts:
         return None
-    parts = [f"{code} ({n} row{'s' if n > 1 else ''})" for code, n in sorted(counts.items())]
+    ordered = sorted(counts.items(), key=lambda c: (-c[1], c[0]))  # most rows first, not hash order
+    parts = [f"{code} ({n} row{'s' if n > 1 else ''})" for code, n in ordered]
     mixed = "; ratios timed by different code or hosts are not one measurement" if len(counts) > 1 else ""
     return f"Latency timed by code at {', '.join(parts)}{mixed}."
 
