@@ -168,6 +168,14 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     paired_memory = paired(by_label["gates-0.4"], by_label["full"])
     assert paired_memory.tasks == ["rte"] and paired_memory.other_peak_rss_mb == pytest.approx(statistics.fmean(
         r["peak_rss_bytes"] / 2**20 for r in rows if r["label"] == "full" and r["task"] == "rte"))
+    # memory against LoRA is judged task by task: a mean over tasks would hide an excess on one of them
+    lora = dict(summaries["full"], label="lora", method="lora")
+    pair = paired(summaries["gates-0.4"], lora)
+    excess = {task: gates_mb - lora_mb for task, (gates_mb, lora_mb) in pair.peak_rss_mb_by_task.items()}
+    memory = next(line for line in targets([full, summaries["gates-0.4"], lora]) if "peak training memory" in line)
+    assert sorted(excess) == ["rte", "stsb"] and (("MISSED" in memory) == any(mb > 0 for mb in excess.values()))
+    assert f"per task rte {excess['rte']:+.0f}, stsb {excess['stsb']:+.0f} MB" in memory, memory
+    assert f"met on {sum(mb <= 0 for mb in excess.values())} of 2" in memory
     # every gate method at a removal is judged (gates+lora, gates+full), not only gates alone
     both = [dict(summaries["gates-0.4"], label="gates+full-0.4", method="gates+full")]
     assert any(line.startswith("- [limited, gates+full-0.4, seeds 1,2, averages over rte+stsb only] gates within")
