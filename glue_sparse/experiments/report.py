@@ -128,9 +128,16 @@ class Paired:
     tasks: list[str]
     average: float  # the first arm's GLUE (partial) average over those cells, mean over the seeds
     other_average: float
-    peak_rss_mb: float  # mean over those cells
-    other_peak_rss_mb: float
     peak_rss_mb_by_task: dict[str, tuple[float, float]]  # task -> (first arm, other), means over the seeds
+
+    @property
+    def peak_rss_mb(self) -> float:
+        """The first arm's mean over those cells (every task has the same seeds, so the mean of task means)."""
+        return statistics.fmean(mb for mb, _ in self.peak_rss_mb_by_task.values())
+
+    @property
+    def other_peak_rss_mb(self) -> float:
+        return statistics.fmean(mb for _, mb in self.peak_rss_mb_by_task.values())
 
 
 def paired(arm: dict[str, Any], other: dict[str, Any]) -> Paired | None:
@@ -153,11 +160,11 @@ def paired(arm: dict[str, Any], other: dict[str, Any]) -> Paired | None:
             per_seed.append(scoring.glue_average(flat, side["convention"]).partial_value)
         return statistics.fmean(per_seed)
 
-    def memory(side: dict[str, Any], among: Sequence[str] = tasks) -> float:
-        return statistics.fmean(side["cells"][s][t]["peak_rss_mb"] for s in seeds for t in among)
+    def memory(side: dict[str, Any], task: str) -> float:
+        return statistics.fmean(side["cells"][s][task]["peak_rss_mb"] for s in seeds)
 
-    by_task = {task: (memory(arm, [task]), memory(other, [task])) for task in tasks}
-    return Paired(seeds, tasks, average(arm), average(other), memory(arm), memory(other), by_task)
+    by_task = {task: (memory(arm, task), memory(other, task)) for task in tasks}
+    return Paired(seeds, tasks, average(arm), average(other), by_task)
 
 
 CONVERGENCE_FLOOR = 66.0  # full fine-tuning's 5-task average (×100) below which rankings mean nothing
