@@ -18,10 +18,9 @@ import statistics
 
 import torch
 from peft import get_peft_model
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from glue_sparse.experiments.packaged import minilm_path
-from glue_sparse.experiments.speed import calibrate_closed_fraction, time_rounds, timing_texts, tokenized_batches
+from glue_sparse.experiments.speed import calibrate_closed_fraction, dense_and_batches, time_rounds
 from sparse_models import ResidualAddOutput, SparseGatesConfig
 
 
@@ -36,10 +35,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     path = minilm_path()
-    texts, source = timing_texts(args.data_dir, args.batch_size * args.batches)
-    batches = tokenized_batches(AutoTokenizer.from_pretrained(path), texts, args.batch_size, args.batches)
-    torch.manual_seed(0)
-    dense = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).eval()
+    dense, batches, source = dense_and_batches(path, args.data_dir, args.batch_size, args.batches)
     print(f"{source}; batch {args.batch_size} x {args.batches}; {args.rounds} rounds; "
           f"threads {torch.get_num_threads()}")
     print(f"{'closed':>7} {'fused outputs':>13} {'dense ms':>9} {'fused ms':>9} {'scatter ms':>10} "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import torch
+
 from glue_sparse.cli.main import main
-from glue_sparse.experiments.speed import paired_speedup, speed_targets
-from tests.tiny_models import save_tiny_classifier
+from glue_sparse.experiments.speed import paired_speedup, speed_targets, time_rounds
+from tests.tiny_models import save_tiny_classifier, tiny_bert
 
 
 def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apart(tmp_path, glue_fixture_dir,
@@ -51,3 +53,18 @@ def test_speed_targets_print_the_round_range_beside_the_verdict():
     lines = speed_targets([row])
     assert "- >= 1.3x at 40% closed: 1.31x (rounds 1.22-1.36), met (margin +0.01)" in lines
     assert any("never slower than dense at 40% closed: 1.31x" in line and "met" in line for line in lines)
+
+
+def test_time_rounds_takes_turns_batch_by_batch_and_reverses_the_order_every_other_round():
+    models = [tiny_bert(seed=0).eval(), tiny_bert(seed=1).eval()]
+    calls = []
+    for index, model in enumerate(models):
+        model.register_forward_pre_hook(lambda m, args, kwargs, i=index: calls.append(
+            (i, int(kwargs["input_ids"][0, 0]))), with_kwargs=True)
+    batches = [{"input_ids": torch.full((2, 5), token)} for token in (7, 9)]
+    samples = time_rounds(models, batches, rounds=2)
+    # warm-up round, then two timed rounds; a slow stretch cannot fall on one model's whole pass
+    assert calls == [(0, 7), (1, 7), (0, 9), (1, 9),
+                     (1, 7), (0, 7), (1, 9), (0, 9),
+                     (0, 7), (1, 7), (0, 9), (1, 9)]
+    assert [len(s) for s in samples] == [2, 2] and all(t > 0 for s in samples for t in s)

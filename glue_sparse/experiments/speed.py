@@ -1,6 +1,6 @@
 """Dense vs physically pruned CPU forward latency, beside the FLOP ratio of the same batches.
 
-Both sides run in one process on the same batches, interleaved round by round so machine noise hits
+Both sides run in one process on the same batches, taking turns batch by batch so machine noise hits
 them alike; each side's time is the median over rounds after a warm-up round that is discarded.
 """
 
@@ -32,7 +32,7 @@ from sparse_models.sparse_gates.pruning import LAYOUTS
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
            "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds",
-           "index_work", "timing_texts", "tokenized_batches"]
+           "index_work", "timing_texts", "tokenized_batches", "mean_length", "dense_and_batches"]
 
 
 @dataclass
@@ -115,19 +115,37 @@ def forward_flops(model: nn.Module, batch_size: int, seq_len: int) -> int:
     return flops
 
 
+def _synchronize(device: torch.device) -> None:
+    """Wait for queued accelerator work, so the clock reads what the forward took (no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @torch.inference_mode()
 def time_rounds(models: Sequence[nn.Module], batches: Sequence[dict], rounds: int) -> list[list[float]]:
-    """Seconds per pass over ``batches`` for each model, one sample per round; the models run one after
-    the other inside each round (so a slow stretch of the machine hits them alike); a warm-up round is
-    dropped."""
+    """Seconds per pass over ``batches`` for each model, one sample per round; a warm-up round is dropped.
+
+    Within a round the models take turns batch by batch (dense, pruned, dense, pruned, ...), in reversed
+    order every other round, so a slow stretch of a shared machine hits every model alike even when it
+    lasts less than one pass. Turns of whole 8-batch passes left rounds whose ratios ranged 1.23-1.57
+    for one pruned model; turns per batch, 1.31-1.39 (``benchmarks/timing_interleave_ab.py``)."""
+    devices = {next(model.parameters()).device for model in models}
     samples: list[list[float]] = [[] for _ in models]
     for round_index in range(rounds + 1):
-        for i, model in enumerate(models):
-            start = time.perf_counter()
-            for batch in batches:
-                model(**batch)
-            if round_index:
-                samples[i].append(time.perf_counter() - start)
+        totals = [0.0] * len(models)
+        order = list(range(len(models)))[:: -1 if round_index % 2 else 1]
+        for batch in batches:
+            for i in order:
+                for device in devices:
+                    _synchronize(device)
+                start = time.perf_counter()
+                models[i](**batch)
+                for device in devices:
+                    _synchronize(device)
+                totals[i] += time.perf_counter() - start
+        if round_index:
+            for model_samples, total in zip(samples, totals):
+                model_samples.append(total)
     return samples
 
 
@@ -156,18 +174,24 @@ def paired_speedup(dense: Sequence[float], pruned: Sequence[float]) -> Speedup:
 @torch.inference_mode()
 def _linear_seconds(shape_sets: Sequence[Sequence[tuple[int, int, int]]], rounds: int) -> list[float]:
     """Median seconds of one pass of plain, contiguous ``F.linear`` calls of (tokens, in) x (out, in), for
-    each set of shapes; the sets' rounds are interleaved so they share the machine state."""
+    each set of shapes (all sets list the same matrices, at different widths); like ``time_rounds`` the
+    sets take turns call by call, in reversed order every other round."""
     generator = torch.Generator().manual_seed(0)
     call_sets = [[(torch.randn(t, i, generator=generator), torch.randn(o, i, generator=generator), torch.zeros(o))
                   for t, i, o in shapes] for shapes in shape_sets]
     samples: list[list[float]] = [[] for _ in call_sets]
     for round_index in range(rounds + 1):
-        for i, calls in enumerate(call_sets):
-            start = time.perf_counter()
-            for x, w, b in calls:
+        totals = [0.0] * len(call_sets)
+        order = list(range(len(call_sets)))[:: -1 if round_index % 2 else 1]
+        for calls in zip(*call_sets, strict=True):
+            for i in order:
+                x, w, b = calls[i]
+                start = time.perf_counter()
                 nn.functional.linear(x, w, b)
-            if round_index:
-                samples[i].append(time.perf_counter() - start)
+                totals[i] += time.perf_counter() - start
+        if round_index:
+            for set_samples, total in zip(samples, totals):
+                set_samples.append(total)
     return [statistics.median(s) for s in samples]
 
 
@@ -245,7 +269,7 @@ def compare_layouts(
     return rows
 
 
-def _mean_length(batches: Sequence[dict]) -> int:
+def mean_length(batches: Sequence[dict]) -> int:
     """Mean padded length of ``batches``: the token count the layout is chosen for is batch x this."""
     return round(statistics.mean(b["input_ids"].shape[1] for b in batches))
 
@@ -259,6 +283,16 @@ def tokenized_batches(tokenizer: Any, texts: Iterable[str], batch_size: int, n_b
                        return_tensors="pt"))
         for i in range(0, len(texts), batch_size)
     ]
+
+
+def dense_and_batches(model_path: str, data_dir: str | None, batch_size: int, n_batches: int,
+                      ) -> tuple[nn.Module, list[dict], str]:
+    """What every paired speed A/B starts from: the dense classifier (head seeded with 0, so runs
+    agree), its GLUE-like timing batches, and where their texts came from."""
+    texts, source = timing_texts(data_dir, batch_size * n_batches)
+    batches = tokenized_batches(AutoTokenizer.from_pretrained(model_path), texts, batch_size, n_batches)
+    torch.manual_seed(0)
+    return AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).eval(), batches, source
 
 
 @dataclass(kw_only=True)
@@ -349,7 +383,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
           f"{'FLOP x':>7}")
     for label, gated in candidates:
         for bs in batch_sizes:  # `auto` chooses per layer for this batch's token count, as a user would prune
-            tokens = bs * _mean_length(batches[bs])
+            tokens = bs * mean_length(batches[bs])
             pruned = {layout: prune_with_layout(gated, layout, tokens, options.align) for layout in layouts}
             for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds, align=options.align):
                 rows.append(row.to_dict())
