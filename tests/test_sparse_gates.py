@@ -475,9 +475,9 @@ def test_layout_timings_are_cached_by_machine_and_shape(tmp_path):
 
 
 def test_whole_model_check_keeps_index_work_only_when_it_pays(tmp_path, monkeypatch):
-    """`auto` returns the per-layer choice (with or without heads narrowed) or `keep` (no index work),
-    whichever the whole model runs fastest; candidates are timed once, together, and cached, and index
-    work must win by the margin."""
+    """`auto` returns the per-layer choice or `remove` (each with or without heads narrowed) or `keep` (no
+    index work), whichever the whole model runs fastest; candidates are timed once, together, and cached,
+    and index work must win by the margin."""
     monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path))
     model = _gated("bert")
     set_gate_pattern(model)
@@ -502,10 +502,13 @@ def test_whole_model_check_keeps_index_work_only_when_it_pays(tmp_path, monkeypa
     per_layer = plan.with_layout(choose_sides(plan, 256))
     heads = sparse_models.plan_pruning(model).with_narrow_heads(model).aligned(16)
     per_layer_heads = heads.with_layout(choose_sides(heads, 256))
+    remove_heads = copy.deepcopy(model).merge_and_unload(layout="remove", narrow_heads=True)
     pruned = copy.deepcopy(model).merge_and_unload(layout_tokens=256)
     assert [pruned.config.pruned_modules, pruned.config.attention_head_sizes] in (
         [{n: p.record() for n, p in per_layer.modules.items()}, {}], [keep.config.pruned_modules, {}],
-        [{n: p.record() for n, p in per_layer_heads.modules.items()}, per_layer_heads.attention_head_sizes])
+        [{n: p.record() for n, p in per_layer_heads.modules.items()}, per_layer_heads.attention_head_sizes],
+        [remove.config.pruned_modules, {}],
+        [remove_heads.config.pruned_modules, remove_heads.config.attention_head_sizes])
     assert per_layer_heads.attention_head_sizes  # the pattern narrows heads: a third candidate was timed
     # this model's candidates were timed whole (a list of timings; per-layer entries are single numbers)
     assert any(isinstance(v, list) for k, v in json.loads(cache.read_text()).items() if k != key)

@@ -310,8 +310,9 @@ class SpeedOptions:
     rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
     layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
-                                              "default: timed per layer, then whole against keep, with and "
-                                              "without attention narrowed per head), per-layer (auto without "
+                                              "default: timed per layer, then that choice and remove "
+                                              "whole against keep, with and without attention narrowed per "
+                                              "head), per-layer (auto without "
                                               "the whole-model check), keep (no index work), "
                                               "remove (every closed row/column, with its index work); a "
                                               "'+heads' suffix always narrows attention per head (e.g. "

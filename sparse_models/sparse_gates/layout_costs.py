@@ -6,8 +6,8 @@ costs a scatter (in BERT-family output layers an add into the residual, timed wi
 either can cost more than the smaller matrix saves (at 10-20% removal it does). ``choose_sides``
 times every candidate layout of each such layer (the real ``PrunedLinear`` forward, or the plain
 matrix when nothing is removed, on random inputs of a nominal token count) and keeps the fastest.
-``choose_whole_model`` then times the pruned models such choices build (with and without attention
-narrowed per head) whole against the one with no index work (``keep``) and keeps the fastest. Closed
+``choose_whole_model`` then times the pruned models such choices and ``remove`` build (with and without
+attention narrowed per head) whole against the one with no index work (``keep``) and keeps the fastest. Closed
 weights kept as folded zeros give the same output as removing them, so every choice is exact; only
 speed differs.
 

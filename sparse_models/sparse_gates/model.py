@@ -29,6 +29,7 @@ from sparse_models.sparse_gates.pruning import (
     KEEP,
     LAYOUTS,
     PER_LAYER,
+    REMOVE,
     PruningPlan,
     Side,
     plan_pruning,
@@ -187,9 +188,9 @@ class SparseGatesModel(BaseTuner):
         or scatter into a full-width tensor): ``"remove"`` always removes them, ``"keep"`` keeps them as
         folded zeros, and ``"per-layer"`` and ``"auto"`` (default) measure. ``"per-layer"`` times both ways
         per layer at ``layout_tokens`` tokens per forward on this machine and keeps the faster; ``"auto"``
-        then also times the pruned models that choice builds (without and, where it applies, with
-        attention narrowed per head) whole against ``"keep"`` and returns the fastest (all cached; see
-        ``layout_costs``; the check holds a copy of the model per candidate for a moment, so for a model
+        then also times the pruned models that choice and ``"remove"`` build (without and, where it
+        applies, with attention narrowed per head) whole against ``"keep"`` and returns the fastest (all
+        cached; see ``layout_costs``; the check holds a copy of the model per candidate for a moment, so for a model
         too large for that, use ``"per-layer"``). Every layout gives the same outputs; the pruned config
         records what was closed and what was removed. ``align`` rounds every kept row/column count up to
         a multiple of it with closed ones (folded zeros): matrix kernels are slower on odd widths.
@@ -232,8 +233,9 @@ class SparseGatesModel(BaseTuner):
     def _pruning_candidates(self, layout: str | Mapping[str, Side], tokens: int, align: int,
                             narrow_heads: bool | None) -> dict[str, PruningPlan]:
         """The plans ``merge_and_unload`` may build, simplest first: the given layout alone, the per-layer
-        choice, or for ``"auto"`` keep (no index work), then the per-layer choice without and with heads
-        narrowed. Plans that would build the same shapes appear once."""
+        choice, or for ``"auto"`` keep (no index work), then the per-layer choice and every closed side
+        removed, each without and with heads narrowed. Plans that would build the same shapes appear
+        once."""
         plan = plan_pruning(self.model)
         bases = {"": plan.with_narrow_heads(self.model) if narrow_heads else plan}
         if layout == AUTO and narrow_heads is None:
@@ -248,7 +250,11 @@ class SparseGatesModel(BaseTuner):
                      for suffix, base in bases.items()}
         if layout == PER_LAYER:
             return per_layer
-        candidates = {KEEP: bases[""].with_layout(KEEP), **per_layer}
+        # every side removed, too: per-layer timings miss what index work costs in the whole model, and
+        # at 40% closed (MiniLM, 2 CPU threads) `remove` ran 2% faster than the per-layer choice in 3 of 3
+        # paired repeats (benchmarks/results/timing_interleave_ab)
+        removed = {REMOVE + suffix: base.with_layout(REMOVE) for suffix, base in bases.items()}
+        candidates = {KEEP: bases[""].with_layout(KEEP), **per_layer, **removed}
         distinct: dict[str, str] = {}
         for name, candidate in candidates.items():
             distinct.setdefault(json.dumps([candidate.records(), candidate.attention_head_sizes], sort_keys=True),
