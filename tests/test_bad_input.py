@@ -153,6 +153,16 @@ def test_speed_with_an_unknown_layout_names_it_and_the_valid_ones(tmp_path, caps
                     "--layouts", "'fastest'", "per-layer", "+heads")
 
 
+def test_speed_with_a_folder_that_is_no_adapter_names_it_before_any_model_loads(tmp_path, capsys):
+    from tests.tiny_models import save_tiny_classifier
+
+    classifier = save_tiny_classifier(tmp_path / "classifier", 2)
+    _one_line_error(capsys, 2, ["speed", "--model", str(tmp_path / "no-model"), "--adapter", str(classifier)],
+                    f"--adapter {classifier}", "not a sparse-gates adapter")
+    _one_line_error(capsys, 2, ["speed", "--model", str(tmp_path / "no-model"), "--adapter", str(tmp_path / "none")],
+                    str(tmp_path / "none"), "not a checkpoint folder")
+
+
 def test_ctrl_c_exits_130_without_a_traceback(glue_fixture_dir, tmp_path):
     from tests.tiny_models import save_tiny_classifier
 

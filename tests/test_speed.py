@@ -69,3 +69,23 @@ def test_time_rounds_takes_turns_batch_by_batch_and_reverses_the_order_every_oth
                      (1, 7), (0, 7), (1, 9), (0, 9),
                      (0, 7), (1, 7), (0, 9), (1, 9)]
     assert [len(s) for s in samples] == [2, 2] and all(t > 0 for s in samples for t in s)
+
+
+def test_speed_times_a_regression_adapter_on_a_base_with_its_one_output(tmp_path, glue_fixture_dir):
+    import peft
+    from transformers import AutoModelForSequenceClassification
+
+    from sparse_models import SparseGatesConfig
+    from tests.tiny_models import set_gate_pattern
+
+    base = save_tiny_classifier(tmp_path / "tiny", 2, seed=3)
+    one_output = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, ignore_mismatched_sizes=True)
+    gated = peft.get_peft_model(one_output, SparseGatesConfig(task_type="SEQ_CLS"))
+    set_gate_pattern(gated, closed=0.3, fractional=0.0)
+    gated.save_pretrained(tmp_path / "stsb-adapter")
+    out = tmp_path / "speed.json"
+    main(["speed", "--model", str(base), "--removed", "0.4", "--batch-sizes", "4", "--batches", "1", "--rounds", "1",
+          "--layouts", "keep", "--data-dir", str(glue_fixture_dir), "--adapter", str(tmp_path / "stsb-adapter"),
+          "--output", str(out)])
+    trained = [r for r in json.loads(out.read_text())["rows"] if r["level"].startswith("trained")]
+    assert len(trained) == 1 and trained[0]["closed_share_of_gated"] > 0.2 and trained[0]["pruned_ms"] > 0

@@ -26,6 +26,7 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.accounting import parameter_accounting
+from sparse_models.checkpoints import Checkpoint, describe_checkpoint
 from sparse_models.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
@@ -363,6 +364,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in LAYOUTS]:
         raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each "
                              f"optionally with {HEADS_SUFFIX!r} (attention narrowed per head)")
+    adapters = [_adapter_checkpoint(path) for path in options.adapter]  # bad folders fail before any load
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
@@ -375,18 +377,21 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     for level in levels:
         gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
         fraction = calibrate_closed_fraction(gated, level)
-        candidates.append((f"random {level:.0%} (rows/cols closed {fraction:.1%})", gated))
-    for path in options.adapter:
-        candidates.append((f"trained {path}", PeftModel.from_pretrained(copy.deepcopy(dense), path)))
+        candidates.append((f"random {level:.0%} (rows/cols closed {fraction:.1%})", gated, dense))
+    for adapter in adapters:  # on a base with the adapter's own head size (STS-B regresses: one output)
+        base = dense if adapter.num_labels in (None, 2) else AutoModelForSequenceClassification.from_pretrained(
+            model_path, num_labels=adapter.num_labels, ignore_mismatched_sizes=True).eval()
+        candidates.append((f"trained {adapter.path}", PeftModel.from_pretrained(copy.deepcopy(base), adapter.path),
+                           base))
     rows = []
     print(f"{'level':<42} {'layout':>6} {'built':>12} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
           f"{'pruned ms':>9} {'ideal ms':>9} {'latency x':>9} {'rounds':>11} {'ideal x':>8} {'of ideal':>8} "
           f"{'FLOP x':>7}")
-    for label, gated in candidates:
+    for label, gated, base in candidates:
         for bs in batch_sizes:  # `auto` chooses per layer for this batch's token count, as a user would prune
             tokens = bs * mean_length(batches[bs])
             pruned = {layout: prune_with_layout(gated, layout, tokens, options.align) for layout in layouts}
-            for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds, align=options.align):
+            for row in compare_layouts(base, pruned, batches[bs], label, rounds=options.rounds, align=options.align):
                 rows.append(row.to_dict())
                 spread = f"{row.latency_ratio_low:.2f}-{row.latency_ratio_high:.2f}"
                 print(f"{label:<42} {row.layout:>6} {built(row.to_dict()):>12} {bs:>5} "
@@ -405,6 +410,15 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         write_text_atomic(markdown, speed_markdown(rows, meta, targets))
         print(f"\nwrote {options.output} and {markdown}")
     return rows
+
+
+def _adapter_checkpoint(path: str) -> Checkpoint:
+    """``--adapter``'s folder as a checkpoint, refused in one line unless it is a complete adapter."""
+    checkpoint = describe_checkpoint(path)
+    if checkpoint.kind != "adapter":
+        raise UserInputError(f"--adapter {path}: a {checkpoint.kind} checkpoint, not a sparse-gates adapter "
+                             "(expected adapter_config.json and adapter weights)")
+    return checkpoint
 
 
 #: Issue #15's targets, checked on the default layout at batch 32.
