@@ -471,7 +471,8 @@ def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets
     """The committed table: one line per (pattern, layout, batch), then the targets."""
     out = [f"# Dense vs pruned latency: {meta['model']}", "",
            f"Texts: {meta['texts']}; {meta['threads']} threads; {meta['batches']} batches x {meta['rounds']} "
-           f"rounds (warm-up dropped), dense and every layout of a pattern timed in one interleaved loop; "
+           f"rounds (warm-up dropped), dense and every layout of a pattern timed in one loop, taking turns "
+           "batch by batch (order reversed every other round); "
            "`latency x` is the median over rounds of the per-round dense / pruned time, `rounds` its slowest and "
            f"fastest round; `auto` chooses its layout for each batch size's token count; kept counts aligned to "
            f"{meta['align']}. `closed` = gated weights whose row or column the gates "
