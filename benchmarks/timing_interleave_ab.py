@@ -34,6 +34,7 @@ from glue_sparse.experiments.speed import (
 )
 from glue_sparse_tasks.atomic import write_json_atomic
 from sparse_models import SparseGatesConfig
+from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 
 
 @torch.inference_mode()
@@ -72,7 +73,7 @@ def main() -> None:
     calibrate_closed_fraction(gated, args.removed)
     layouts = args.layouts.split(",")
     tokens = args.batch_size * mean_length(batches)
-    models = [dense, *(prune_with_layout(gated, layout, tokens, 16) for layout in layouts)]
+    models = [dense, *(prune_with_layout(gated, layout, tokens, DEFAULT_ALIGN) for layout in layouts)]
     print(f"{model_identity(path)}; {source}; random {args.removed:.0%} closed; batch {args.batch_size} x "
           f"{args.batches}; {args.rounds} rounds; threads {torch.get_num_threads()}")
     print(f"{'repeat':>6} {'method':>9} {'dense ms':>9}  " + "  ".join(f"{x + ' x (rounds)':>22}" for x in layouts))

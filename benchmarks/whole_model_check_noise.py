@@ -14,9 +14,9 @@ import copy
 import statistics
 
 import torch
+from transformers import AutoModelForSequenceClassification
 
 from glue_sparse.experiments.packaged import minilm_path
-from glue_sparse.experiments.speed import dense_and_batches
 from sparse_models.sparse_gates import layout_costs
 
 
@@ -28,7 +28,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    dense, _, _ = dense_and_batches(minilm_path(), None, 1, 1)
+    dense = AutoModelForSequenceClassification.from_pretrained(minilm_path(), num_labels=2).eval()
     # the check's own synthetic batch: 2,048 tokens as 32 x 64 random ids
     ids = torch.randint(0, dense.config.vocab_size, (32, 64), generator=torch.Generator().manual_seed(0))
     models = [dense, *(copy.deepcopy(dense) for _ in range(args.copies - 1))]

@@ -56,8 +56,8 @@ _MIN_ROUNDS = 3
 #: Rounds of the whole-model check: identical copies of dense MiniLM timed by it differed by a median
 #: 9.5% with 7 rounds and 5.6% with 20 (10 checks each; benchmarks/whole_model_check_noise.py).
 _WHOLE_MODEL_ROUNDS = 20
-#: Seconds the whole-model check may spend timing (beyond its warm-up round): 20 rounds of five MiniLM
-#: candidates at 2,048 tokens on 2 CPU threads take ~25 s.
+#: Seconds the whole-model check may spend timing (beyond its warm-up round): five MiniLM candidates
+#: at 2,048 tokens took 0.18-0.22 s a forward on 2 CPU threads, so 20 rounds take ~20 s.
 _WHOLE_MODEL_BUDGET_S = 30.0
 _CACHE_ENV = "GLUE_SPARSE_CACHE"
 
