@@ -68,8 +68,9 @@ class PrunedLinear(nn.Module):
             return F.linear(x, self.weight, self.bias)
         lead = x.shape[:-1]
         y = self._kept_rows(x)
-        if self.scatter_out:
-            y = y.new_zeros(y.shape[0], self.out_features).index_copy_(1, self.out_index, y)
+        if self.scatter_out:  # ``scatter_`` with the index broadcast over the tokens: the same tensor as
+            # ``index_copy_`` along the features, ~2x faster on CPU (benchmarks/results/scatter_kernel_ab)
+            y = y.new_zeros(y.shape[0], self.out_features).scatter_(1, self.out_index.expand(y.shape[0], -1), y)
         return y.reshape(*lead, y.shape[-1])
 
     def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
