@@ -15,16 +15,15 @@ kernels alone at this run's token count.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import statistics
 import time
 
 import torch
+from paired_ab import HEADER, paired_line, setup, swapped  # benchmarks/paired_ab.py
 from peft import get_peft_model
 
-from glue_sparse.experiments.packaged import minilm_path
-from glue_sparse.experiments.speed import calibrate_closed_fraction, dense_and_batches, mean_length, time_rounds
+from glue_sparse.experiments.speed import calibrate_closed_fraction, mean_length
 from sparse_models import SparseGatesConfig
 from sparse_models.pruned_linear import PrunedLinear
 
@@ -53,17 +52,6 @@ class BroadcastScatter(PrunedLinear):
         return y.reshape(*lead, y.shape[-1])
 
 
-def _as(model: torch.nn.Module, cls: type) -> tuple[torch.nn.Module, int]:
-    """A copy of ``model`` whose scattering ``PrunedLinear`` layers run ``cls``'s forward."""
-    model = copy.deepcopy(model)
-    swapped = 0
-    for module in model.modules():
-        if isinstance(module, PrunedLinear) and module.scatter_out:
-            module.__class__ = cls
-            swapped += 1
-    return model, swapped
-
-
 @torch.inference_mode()
 def _kernels(tokens: int, width: int, kept: int, rounds: int = 40) -> tuple[float, float]:
     """Median microseconds of the two kernels alone on a (tokens, kept) output, interleaved."""
@@ -83,41 +71,26 @@ def _kernels(tokens: int, width: int, kept: int, rounds: int = 40) -> tuple[floa
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--removed", default="0.2,0.4,0.6")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--batches", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--threads", type=int, default=2)
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    dense, batches, source = dense_and_batches(minilm_path(), args.data_dir, args.batch_size, args.batches)
+    args, dense, batches = setup(__doc__.splitlines()[0], removed="0.2,0.4,0.6")
     tokens = args.batch_size * mean_length(batches)
-    print(f"{source}; batch {args.batch_size} x {args.batches}; {args.rounds} rounds; "
-          f"threads {torch.get_num_threads()}")
     for kept in (272, 320):
         copy_us, scatter_us = _kernels(tokens, 384, kept)
         print(f"kernels alone, {tokens} tokens, {kept} of 384 rows kept: index_copy_ {copy_us:.0f} us, "
               f"scatter_ {scatter_us:.0f} us ({copy_us / scatter_us:.2f}x)")
-    print(f"{'closed':>7} {'scatter layers':>14} {'dense ms':>9} {'index_copy_ ms':>14} {'scatter_ ms':>11} "
-          f"{'dense/index_copy_':>17} {'dense/scatter_':>14} {'index_copy_/scatter_ (rounds)':>30}")
+    print("A = index_copy_, B = scatter_; 'swapped' = layers that scatter (query/key/value) or add into the "
+          "residual (output layers: index_add in both)")
+    print(HEADER)
     for level in (float(x) for x in args.removed.split(",")):
         gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
         calibrate_closed_fraction(gated, level)
         pruned = gated.eval().merge_and_unload(layout="remove")
-        old, swapped = _as(pruned, IndexCopyScatter)
-        new, _ = _as(pruned, BroadcastScatter)
-        with torch.inference_mode():
-            assert all(torch.equal(old(**b).logits, new(**b).logits) for b in batches)  # exact
-        d, o, n = time_rounds([dense, old, new], batches, args.rounds)
-        ratios = [oi / ni for oi, ni in zip(o, n)]
-        ms = [1000 * statistics.median(x) / len(batches) for x in (d, o, n)]
-        print(f"{level:>7.0%} {swapped:>14} {ms[0]:>9.2f} {ms[1]:>14.2f} {ms[2]:>11.2f} "
-              f"{statistics.median(di / oi for di, oi in zip(d, o)):>17.3f} "
-              f"{statistics.median(di / ni for di, ni in zip(d, n)):>14.3f} "
-              f"{statistics.median(ratios):>12.3f} ({min(ratios):.3f}-{max(ratios):.3f})", flush=True)
 
+        def scatters(module: torch.nn.Module) -> bool:
+            return isinstance(module, PrunedLinear) and module.scatter_out
+
+        old, count = swapped(pruned, scatters, IndexCopyScatter)
+        new, _ = swapped(pruned, scatters, BroadcastScatter)
+        print(paired_line(f"random {level:.0%}", count, dense, old, new, batches, args.rounds), flush=True)
 
 if __name__ == "__main__":
     main()

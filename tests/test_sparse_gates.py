@@ -102,20 +102,24 @@ def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, a
         assert (reloaded(**inputs).logits - gated_logits).abs().max() <= 1e-4
 
 
+@pytest.mark.parametrize("narrow", ["query_key", "value"])
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("arch", ["bert", "roberta"])
-def test_heads_narrow_query_key_apart_from_value(arch, attention, tmp_path):
-    """The pattern trained gates leave (most query/key dimensions closed, values open): query/key heads
-    narrow to the largest open count while values stay at full width, outputs are unchanged under
-    either attention kernel, and the reloaded checkpoint (sizes from its config) gives them again. A
-    config from before the two sizes could differ (one int) still loads."""
+def test_heads_narrow_query_key_apart_from_value(arch, attention, narrow, tmp_path):
+    """The pattern trained gates leave (most query/key dimensions closed, values open), and its mirror:
+    the closed side's heads narrow to the largest open count while the other stays at full width,
+    outputs are unchanged under either attention kernel (SDPA runs on the narrower side zero-padded),
+    and the reloaded checkpoint (sizes from its config) gives them again. A config from before the two
+    sizes could differ (one int) still loads."""
     model = _gated(arch)
     model.base_model.model.config._attn_implementation = attention
     set_gate_pattern(model, closed=0.0, fractional=0.2)
     generator = torch.Generator().manual_seed(5)
+    closing = ("attention.self.query", "attention.self.key") if narrow == "query_key" else ("attention.self.value",)
+    wide = "value" if narrow == "query_key" else "query_key"
     with torch.no_grad():
         for name, layer in model.base_model.gated_layers().items():
-            if name.endswith(("attention.self.query", "attention.self.key")):
+            if name.endswith(closing):
                 rows = layer.sparse_gates_row["default"]
                 rows[torch.rand(rows.shape, generator=generator) < 0.7] = -3.0
     model.eval()
@@ -124,7 +128,7 @@ def test_heads_narrow_query_key_apart_from_value(arch, attention, tmp_path):
         gated_logits = model(**inputs).logits
     pruned = model.merge_and_unload(layout="keep", align=1, narrow_heads=True)
     sizes = pruned.config.attention_head_sizes
-    assert len(sizes) == 2 and all(0 < s["query_key"] < 8 and s["value"] == 8 for s in sizes.values())
+    assert len(sizes) == 2 and all(0 < s[narrow] < 8 and s[wide] == 8 for s in sizes.values())
     narrowed = [m for m in pruned.modules() if isinstance(m, sparse_models.QueryKeyNarrowedAttention)]
     assert len(narrowed) == 2
     with torch.no_grad():
