@@ -34,13 +34,21 @@ def main() -> None:
     models = [dense, *(copy.deepcopy(dense) for _ in range(args.copies - 1))]
     calls = [(lambda inp, m=m: m(input_ids=inp, attention_mask=torch.ones_like(inp)), ids) for m in models]
     for rounds in (int(x) for x in args.rounds.split(",")):
-        spreads = []
+        spreads: dict[str, list[float]] = {"fastest round": [], "paired median": []}
         with torch.inference_mode():
             for _ in range(args.repeats):
-                seconds = layout_costs._fastest_of_rounds(calls, torch.device("cpu"), max_rounds=rounds)
-                spreads.append(max(seconds) / min(seconds))
-        print(f"{rounds:>3} rounds: slowest / fastest of {args.copies} identical copies per check: "
-              + ", ".join(f"{x:.3f}" for x in spreads) + f"; median {statistics.median(spreads):.3f}", flush=True)
+                samples = layout_costs._timed_rounds(calls, torch.device("cpu"), max_rounds=rounds)
+                for statistic, values in (("fastest round", [min(s) for s in samples]),
+                                          ("paired median", _paired_medians(samples))):
+                    spreads[statistic].append(max(values) / min(values))
+        for statistic, values in spreads.items():
+            print(f"{rounds:>3} rounds, {statistic}: slowest / fastest of {args.copies} identical copies per check: "
+                  + ", ".join(f"{x:.3f}" for x in values) + f"; median {statistics.median(values):.3f}", flush=True)
+
+
+def _paired_medians(samples: list[list[float]]) -> list[float]:
+    """Each copy's median over rounds of its time / the first copy's time in the same round."""
+    return [statistics.median(t / f for t, f in zip(s, samples[0])) for s in samples]
 
 
 if __name__ == "__main__":

@@ -125,9 +125,15 @@ def _time_layouts(plans: list[ModulePlan], tokens: int, dtype: torch.dtype, devi
 
 def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device,
                        budget_s: float | None = None, max_rounds: int = _ROUNDS) -> list[float]:
-    """The fastest of ``max_rounds`` calls of each ``fn(x)``, rounds interleaved, a warm-up round dropped.
-    With ``budget_s``, fewer rounds (at least ``_MIN_ROUNDS``) when the warm-up round says ``max_rounds``
-    would take longer: a whole causal LM forward on CPU takes seconds."""
+    """The fastest of ``max_rounds`` calls of each ``fn(x)`` (``_timed_rounds``)."""
+    return [min(s) for s in _timed_rounds(calls, device, budget_s, max_rounds)]
+
+
+def _timed_rounds(calls: list[tuple[Callable, Any]], device: torch.device,
+                  budget_s: float | None = None, max_rounds: int = _ROUNDS) -> list[list[float]]:
+    """Seconds of each ``fn(x)`` in every one of ``max_rounds`` rounds (the calls take turns within a round),
+    a warm-up round dropped. With ``budget_s``, fewer rounds (at least ``_MIN_ROUNDS``) when the warm-up
+    round says ``max_rounds`` would take longer: a whole causal LM forward on CPU takes seconds."""
     samples: list[list[float]] = [[] for _ in calls]
     rounds, round_index = max_rounds, 0
     while round_index <= rounds:
@@ -145,7 +151,7 @@ def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device,
             per_round = max(time.perf_counter() - round_start, 1e-9)
             rounds = max(_MIN_ROUNDS, min(max_rounds, int(budget_s / per_round)))
         round_index += 1
-    return [min(s) for s in samples]
+    return samples
 
 
 def choose_sides(plan: PruningPlan, tokens: int = DEFAULT_LAYOUT_TOKENS, dtype: torch.dtype = torch.float32,
