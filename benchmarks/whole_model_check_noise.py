@@ -1,7 +1,7 @@
 """How finely ``auto``'s whole-model check can tell pruned candidates apart on this host (issue #15).
 
 The check (``layout_costs.choose_whole_model``) times each candidate whole, fastest of its rounds, and
-keeps index work only where it wins by 1%. Here it times identical copies of the dense MiniLM: any
+keeps index work only where it wins by ``WHOLE_MODEL_MARGIN``. Here it times identical copies of the dense MiniLM: any
 difference between them is the check's own noise, the smallest real difference it can resolve.
 
     python benchmarks/whole_model_check_noise.py [--rounds 7,20] [--repeats 5]

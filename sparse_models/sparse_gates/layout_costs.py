@@ -47,8 +47,11 @@ DEFAULT_ALIGN = 16
 #: A layout with more index operations must beat a simpler one by this share per extra operation, so
 #: timing noise does not buy index work that saves nothing.
 INDEX_OP_MARGIN = 0.02
-#: In the whole-model check, a layout with index work must beat the one without by this share.
-WHOLE_MODEL_MARGIN = 0.01
+#: In the whole-model check, a layout with index work must beat the one without by this share: the
+#: check's own noise, the spread among identical copies of dense MiniLM it timed, was a median 2.7%
+#: (20 rounds, 10 checks; benchmarks/results/whole_model_check_noise). With 1% it returned `remove`
+#: (1.00x) at 10% closed where `keep` ran 1.04x (benchmarks/results/pruning_speed_history.md).
+WHOLE_MODEL_MARGIN = 0.03
 #: Sequence length of the whole-model check's synthetic batches (GLUE-like).
 _CHECK_LENGTH = 64
 _ROUNDS = 7
