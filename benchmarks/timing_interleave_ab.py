@@ -72,8 +72,9 @@ def main() -> None:
     gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
     calibrate_closed_fraction(gated, args.removed)
     layouts = args.layouts.split(",")
-    tokens = args.batch_size * mean_length(batches)
-    models = [dense, *(prune_with_layout(gated, layout, tokens, DEFAULT_ALIGN) for layout in layouts)]
+    length = mean_length(batches)
+    models = [dense, *(prune_with_layout(gated, layout, args.batch_size * length, DEFAULT_ALIGN, length)
+                       for layout in layouts)]
     print(f"{model_identity(path)}; {source}; random {args.removed:.0%} closed; batch {args.batch_size} x "
           f"{args.batches}; {args.rounds} rounds; threads {torch.get_num_threads()}")
     print(f"{'repeat':>6} {'method':>9} {'dense ms':>9}  " + "  ".join(f"{x + ' x (rounds)':>22}" for x in layouts))

@@ -498,7 +498,10 @@ def test_whole_model_check_keeps_index_work_only_when_it_pays(tmp_path, monkeypa
     stamp = cache.stat().st_mtime_ns
     assert choose_whole_model({"keep": keep, "remove": remove}, tokens=256, cache=cache) == chosen
     assert cache.stat().st_mtime_ns == stamp  # read back, not timed again
-    for stored, expected in (([1.0, 0.995], "keep"), ([1.0, 0.9], "remove"), ([0.9, 1.0], "keep")):
+    choose_whole_model({"keep": keep, "remove": remove}, tokens=256, cache=cache, length=16)
+    assert len(json.loads(cache.read_text())) == 2  # another batch shape (16 x 16, not 4 x 64) is timed afresh
+    for stored, expected in (([1.0, 0.995], "keep"), ([1.0, 0.975], "keep"), ([1.0, 0.9], "remove"),
+                             ([0.9, 1.0], "keep")):
         cache.write_text(json.dumps({key: stored}))
         assert choose_whole_model({"keep": keep, "remove": remove}, tokens=256, cache=cache) == expected
 

@@ -286,10 +286,11 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
                               max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
     # the layout is chosen for the token count of the batches it is timed on, as a user would prune for theirs
     layout_tokens = round(statistics.mean(b["input_ids"].numel() for b in batches))
+    layout_length = round(statistics.mean(b["input_ids"].shape[1] for b in batches))
     pruned = None
     if ckpt.kind == "adapter":
         if sparse_gates_tuner(model):
-            pruned = copy.deepcopy(model).merge_and_unload(layout_tokens=layout_tokens)
+            pruned = copy.deepcopy(model).merge_and_unload(layout_tokens=layout_tokens, layout_length=layout_length)
             model = model.merge_and_unload(prune=False)
         else:
             model = model.merge_and_unload()

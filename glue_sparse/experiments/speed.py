@@ -326,12 +326,13 @@ class SpeedOptions:
 HEADS_SUFFIX = "+heads"
 
 
-def prune_with_layout(gated: nn.Module, layout: str, tokens: int, align: int) -> nn.Module:
+def prune_with_layout(gated: nn.Module, layout: str, tokens: int, align: int, length: int) -> nn.Module:
     """A pruned copy of ``gated`` in one of ``LAYOUTS`` (``+heads``: attention narrowed per head), with
-    the timed layouts chosen for ``tokens`` tokens per forward."""
+    the timed layouts chosen for ``tokens`` tokens per forward in rows of ``length``."""
     heads = layout.endswith(HEADS_SUFFIX)
     return copy.deepcopy(gated).eval().merge_and_unload(layout=layout.removesuffix(HEADS_SUFFIX), layout_tokens=tokens,
-                                                        align=align, narrow_heads=True if heads else None)
+                                                        layout_length=length, align=align,
+                                                        narrow_heads=True if heads else None)
 
 
 SYNTHETIC_WORDS = "the film is a quiet and often funny portrait of people who".split()
@@ -389,8 +390,9 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
           f"{'FLOP x':>7}")
     for label, gated in candidates:
         for bs in batch_sizes:  # `auto` chooses per layer for this batch's token count, as a user would prune
-            tokens = bs * mean_length(batches[bs])
-            pruned = {layout: prune_with_layout(gated, layout, tokens, options.align) for layout in layouts}
+            length = mean_length(batches[bs])
+            pruned = {layout: prune_with_layout(gated, layout, bs * length, options.align, length)
+                      for layout in layouts}
             for row in compare_layouts(dense, pruned, batches[bs], label, rounds=options.rounds, align=options.align):
                 rows.append(row.to_dict())
                 spread = f"{row.latency_ratio_low:.2f}-{row.latency_ratio_high:.2f}"

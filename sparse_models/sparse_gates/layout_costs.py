@@ -36,8 +36,8 @@ from glue_sparse_tasks.atomic import write_json_atomic
 from sparse_models.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.pruning import KEEP, REMOVE, ModulePlan, PruningPlan, Side
 
-__all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides", "choose_sides",
-           "choose_whole_model"]
+__all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_LENGTH", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides",
+           "choose_sides", "choose_whole_model"]
 
 #: Tokens per forward the choice is made for: a GLUE batch of 32 at about 64 tokens.
 DEFAULT_LAYOUT_TOKENS = 2048
@@ -52,8 +52,10 @@ INDEX_OP_MARGIN = 0.02
 #: (20 rounds, 10 checks; benchmarks/results/whole_model_check_noise). With 1% it returned `remove`
 #: (1.00x) at 10% closed where `keep` ran 1.04x (benchmarks/results/pruning_speed_history.md).
 WHOLE_MODEL_MARGIN = 0.03
-#: Sequence length of the whole-model check's synthetic batches (GLUE-like).
-_CHECK_LENGTH = 64
+#: Sequence length of the whole-model check's synthetic batches when the caller gives none (GLUE-like).
+#: Give the real one where known: at 20% closed the check ranked `remove` 6% ahead of `keep` on 24 x 64
+#: ids and 1% behind on 32 x 49, the shape of the SST-2 batches it was then timed on (4% behind).
+DEFAULT_LAYOUT_LENGTH = 64
 _ROUNDS = 7
 _MIN_ROUNDS = 3
 #: Rounds of the whole-model check: identical copies of dense MiniLM timed by it differed by a median
@@ -200,22 +202,23 @@ def _write_cache(cache: Path, timings: dict[str, Any]) -> None:
 
 
 def choose_whole_model(candidates: dict[str, nn.Module], tokens: int = DEFAULT_LAYOUT_TOKENS,
-                       cache: Path | None = None) -> str:
+                       cache: Path | None = None, length: int = DEFAULT_LAYOUT_LENGTH) -> str:
     """The name of the fastest of ``candidates`` (pruned models of one gated model, same outputs), timed
-    whole at ``tokens`` tokens per forward on synthetic GLUE-like batches; the first is the simplest
-    (no index work) and wins unless another beats it by ``WHOLE_MODEL_MARGIN``.
+    whole at ``tokens`` tokens per forward on synthetic batches of rows of ``length`` ids; the first is
+    the simplest (no index work) and wins unless another beats it by ``WHOLE_MODEL_MARGIN``.
 
     Per-layer timings miss what a layer's gather or scatter costs its neighbours (caches, threads): on
     2 CPU threads the per-layer choice ran 3% slower than no index work at 10-20% closed, in the whole
     model. The candidates are timed in one interleaved run (fewer rounds for a model whose forward
-    takes seconds) and cached together, keyed by the machine, the token count and every candidate's
+    takes seconds) and cached together, keyed by the machine, the batch shape and every candidate's
     pruned shapes, so a pattern is timed once."""
     names = list(candidates)
     first = candidates[names[0]]
     parameter = next(first.parameters())
     device, dtype = parameter.device, parameter.dtype
     key = hashlib.sha256(json.dumps({
-        **_machine(), "check": "whole-model", "tokens": tokens, "dtype": str(dtype), "device": device.type,
+        **_machine(), "check": "whole-model", "tokens": tokens, "length": length, "dtype": str(dtype),
+        "device": device.type,
         "model_type": first.config.base_config.get("model_type"),
         "candidates": [[m.config.pruned_modules, m.config.attention_head_sizes] for m in candidates.values()],
     }, sort_keys=True).encode()).hexdigest()[:24]
@@ -224,7 +227,7 @@ def choose_whole_model(candidates: dict[str, nn.Module], tokens: int = DEFAULT_L
     if key not in timings:
         inner = first.config.inner_config()
         # half the position table at most: RoBERTa's positions start after the padding index
-        length = max(1, min(_CHECK_LENGTH, tokens, getattr(inner, "max_position_embeddings", tokens) // 2))
+        length = max(1, min(length, tokens, getattr(inner, "max_position_embeddings", tokens) // 2))
         ids = torch.randint(0, inner.vocab_size, (max(1, round(tokens / length)), length),
                             generator=torch.Generator().manual_seed(0)).to(device)
         calls = [(lambda inp, m=model: m(input_ids=inp, attention_mask=torch.ones_like(inp)), ids)

@@ -20,6 +20,7 @@ from sparse_models.sparse_gates.config import SparseGatesConfig
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
 from sparse_models.sparse_gates.layout_costs import (
     DEFAULT_ALIGN,
+    DEFAULT_LAYOUT_LENGTH,
     DEFAULT_LAYOUT_TOKENS,
     choose_sides,
     choose_whole_model,
@@ -181,6 +182,7 @@ class SparseGatesModel(BaseTuner):
         layout_tokens: int = DEFAULT_LAYOUT_TOKENS,
         align: int = DEFAULT_ALIGN,
         narrow_heads: bool | None = None,
+        layout_length: int = DEFAULT_LAYOUT_LENGTH,
     ) -> nn.Module:
         """Fold the evaluation gates into the weights and, with ``prune=True``, remove closed rows/columns.
 
@@ -197,7 +199,9 @@ class SparseGatesModel(BaseTuner):
         ``layout="remove", align=1`` removes exactly what the gates closed. ``narrow_heads=True``
         (BERT-style encoders) narrows query/key and value per head to reduced head sizes
         (``PruningPlan.with_narrow_heads``), ``False`` never does, ``None`` (default) lets ``"auto"`` try
-        both (other layouts: off).
+        both (other layouts: off). ``layout_length``: the sequence length of the whole-model check's batches
+        (``layout_tokens`` ids in rows of it); pass the length the model will run at, since the ranking of
+        candidates moves with the batch shape.
 
         A model in training mode is merged with its deterministic evaluation gates (a warning says so):
         noisy training gates are never folded.
@@ -228,7 +232,9 @@ class SparseGatesModel(BaseTuner):
         names = list(candidates)
         pruned = {name: prune_dense_model(dense if name == names[-1] else copy.deepcopy(dense), candidates[name],
                                           trainable) for name in names}
-        return pruned[choose_whole_model(pruned, layout_tokens) if len(pruned) > 1 else names[0]]
+        if len(pruned) == 1:
+            return pruned[names[0]]
+        return pruned[choose_whole_model(pruned, layout_tokens, length=layout_length)]
 
     def _pruning_candidates(self, layout: str | Mapping[str, Side], tokens: int, align: int,
                             narrow_heads: bool | None) -> dict[str, PruningPlan]:
