@@ -12,7 +12,6 @@ batches' mean shape), the same with a padding mask, and the real SST-2 validatio
 from __future__ import annotations
 
 import copy
-import statistics
 import sys
 
 import torch
@@ -23,6 +22,7 @@ from glue_sparse.experiments.speed import (
     calibrate_closed_fraction,
     dense_and_batches,
     mean_length,
+    paired_speedup,
     prune_with_layout,
     time_rounds,
 )
@@ -53,8 +53,7 @@ def main() -> None:
     print(f"random {level:.0%} closed; SST-2 batch shapes {[tuple(b['input_ids'].shape) for b in batches]}")
     for name, shape_batches in shapes.items():
         samples = time_rounds([dense, *models.values()], shape_batches, 7)
-        ratios = {layout: statistics.median(d / p for d, p in zip(samples[0], s))
-                  for layout, s in zip(models, samples[1:])}
+        ratios = {layout: paired_speedup(samples[0], s).median for layout, s in zip(models, samples[1:])}
         print(f"{name:<26} " + " ".join(f"{layout}={x:.3f}" for layout, x in ratios.items())
               + f"  remove/keep={ratios['remove'] / ratios['keep']:.3f}", flush=True)
 

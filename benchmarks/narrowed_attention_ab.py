@@ -61,7 +61,7 @@ def main() -> None:
                                                                base=minilm_path())[0]))
     for label, gated in patterns:
         pruned = gated.eval().merge_and_unload(layout="remove", narrow_heads=True)
-        sizes = sorted({(s["query_key"], s["value"]) for s in pruned.config.attention_head_sizes.values()})
+        sizes = [(s["query_key"], s["value"]) for s in pruned.config.attention_head_sizes.values()]
         narrowed = next((type(m) for m in pruned.modules() if isinstance(m, QueryKeyNarrowedAttention)), None)
         if narrowed is None:
             print(f"{label:<46} query/key and value sizes equal in every layer {sizes}: nothing to compare")
@@ -69,8 +69,7 @@ def main() -> None:
         unpadded = type(f"Unpadded{narrowed.__name__}", (narrowed,), {"forward": unpadded_forward})
         old, count = swapped(pruned, lambda m: isinstance(m, QueryKeyNarrowedAttention), unpadded)
         print(paired_line(label, count, dense, old, pruned, batches, args.rounds, atol=1e-4), flush=True)
-        print(f"{'':<46} (query/key, value) head sizes by layer: "
-              f"{[(s['query_key'], s['value']) for s in pruned.config.attention_head_sizes.values()]}", flush=True)
+        print(f"{'':<46} (query/key, value) head sizes by layer: {sizes}", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from glue_sparse.experiments.packaged import minilm_path
-from glue_sparse.experiments.speed import dense_and_batches, time_rounds
+from glue_sparse.experiments.speed import dense_and_batches, paired_speedup, time_rounds
 
 HEADER = (f"{'pattern':<46} {'swapped':>7} {'dense ms':>9} {'A ms':>8} {'B ms':>8} {'dense/A':>8} {'dense/B':>8} "
           f"{'A/B (rounds)':>22}")
@@ -61,9 +61,8 @@ def paired_line(label: str, count: int, dense: nn.Module, a: nn.Module, b: nn.Mo
             difference = (a(**batch).logits - b(**batch).logits).abs().max().item()
             assert difference <= atol, f"{label}: the two variants differ by {difference}"
     d, x, y = time_rounds([dense, a, b], batches, rounds)
-    ratios = [xi / yi for xi, yi in zip(x, y)]
+    a_over_b = paired_speedup(x, y)  # time of A / time of B, round by round
     ms = [1000 * statistics.median(s) / len(batches) for s in (d, x, y)]
     return (f"{label:<46} {count:>7} {ms[0]:>9.2f} {ms[1]:>8.2f} {ms[2]:>8.2f} "
-            f"{statistics.median(di / xi for di, xi in zip(d, x)):>8.3f} "
-            f"{statistics.median(di / yi for di, yi in zip(d, y)):>8.3f} "
-            f"{statistics.median(ratios):>8.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
+            f"{paired_speedup(d, x).median:>8.3f} {paired_speedup(d, y).median:>8.3f} "
+            f"{a_over_b.median:>8.3f} ({a_over_b.low:.3f}-{a_over_b.high:.3f})")

@@ -17,6 +17,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from glue_sparse.experiments.packaged import minilm_path
+from glue_sparse.experiments.speed import paired_speedup
 from sparse_models.sparse_gates import layout_costs
 
 
@@ -39,16 +40,12 @@ def main() -> None:
             for _ in range(args.repeats):
                 samples = layout_costs._timed_rounds(calls, torch.device("cpu"), max_rounds=rounds)
                 for statistic, values in (("fastest round", [min(s) for s in samples]),
-                                          ("paired median", _paired_medians(samples))):
+                                          # each copy's median over rounds of its time / the first copy's
+                                          ("paired median", [paired_speedup(s, samples[0]).median for s in samples])):
                     spreads[statistic].append(max(values) / min(values))
         for statistic, values in spreads.items():
             print(f"{rounds:>3} rounds, {statistic}: slowest / fastest of {args.copies} identical copies per check: "
                   + ", ".join(f"{x:.3f}" for x in values) + f"; median {statistics.median(values):.3f}", flush=True)
-
-
-def _paired_medians(samples: list[list[float]]) -> list[float]:
-    """Each copy's median over rounds of its time / the first copy's time in the same round."""
-    return [statistics.median(t / f for t, f in zip(s, samples[0])) for s in samples]
 
 
 if __name__ == "__main__":

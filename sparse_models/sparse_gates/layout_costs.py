@@ -18,6 +18,7 @@ Timings are cached per machine and shape in one JSON file (``$GLUE_SPARSE_CACHE`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -73,6 +74,7 @@ def cache_path() -> Path:
     return Path(root) / "layout_timings.json"
 
 
+@functools.cache
 def _implementation() -> str:
     """A hash of the code being timed, so a faster or slower ``PrunedLinear`` or narrowed attention (the
     whole-model check runs it) is timed afresh."""
