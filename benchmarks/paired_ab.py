@@ -7,13 +7,16 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import time
 from typing import Callable, Sequence
 
 import torch
+from peft import get_peft_model
 from torch import nn
 
 from glue_sparse.experiments.packaged import minilm_path
-from glue_sparse.experiments.speed import dense_and_batches, paired_speedup, time_rounds
+from glue_sparse.experiments.speed import calibrate_closed_fraction, dense_and_batches, paired_speedup, time_rounds
+from sparse_models import SparseGatesConfig
 
 HEADER = (f"{'pattern':<46} {'swapped':>7} {'dense ms':>9} {'A ms':>8} {'B ms':>8} {'dense/A':>8} {'dense/B':>8} "
           f"{'A/B (rounds)':>22}")
@@ -66,3 +69,29 @@ def paired_line(label: str, count: int, dense: nn.Module, a: nn.Module, b: nn.Mo
     return (f"{label:<46} {count:>7} {ms[0]:>9.2f} {ms[1]:>8.2f} {ms[2]:>8.2f} "
             f"{paired_speedup(d, x).median:>8.3f} {paired_speedup(d, y).median:>8.3f} "
             f"{a_over_b.median:>8.3f} ({a_over_b.low:.3f}-{a_over_b.high:.3f})")
+
+
+def random_pattern_rows(args: argparse.Namespace, dense: nn.Module, batches: Sequence[dict],
+                        wanted: Callable[[nn.Module], bool], cls: type) -> None:
+    """One paired row per ``--removed`` level: a random closed pattern pruned in the ``remove`` layout (every
+    closed side removed), run as A = ``cls``'s forward on the modules ``wanted`` picks, B = its own."""
+    for level in (float(x) for x in args.removed.split(",")):
+        gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
+        calibrate_closed_fraction(gated, level)
+        pruned = gated.eval().merge_and_unload(layout="remove")
+        old, count = swapped(pruned, wanted, cls)
+        print(paired_line(f"random {level:.0%}", count, dense, old, pruned, batches, args.rounds), flush=True)
+
+
+@torch.inference_mode()
+def kernel_microseconds(calls: Sequence[Callable[[], torch.Tensor]], rounds: int) -> list[float]:
+    """Median microseconds of each call (all must return the same tensor), the calls taking turns."""
+    first = calls[0]()
+    assert all(torch.equal(first, call()) for call in calls[1:]), "the kernels disagree"
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for i, call in enumerate(calls):
+            start = time.perf_counter()
+            call()
+            samples[i].append(time.perf_counter() - start)
+    return [1e6 * statistics.median(s) for s in samples]

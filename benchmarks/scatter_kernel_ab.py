@@ -15,16 +15,10 @@ from this host's swings. It also prints the kernels alone at this run's token co
 
 from __future__ import annotations
 
-import copy
-import statistics
-import time
-
 import torch
-from paired_ab import HEADER, paired_line, setup, swapped  # benchmarks/paired_ab.py
-from peft import get_peft_model
+from paired_ab import HEADER, kernel_microseconds, random_pattern_rows, setup  # benchmarks/paired_ab.py
 
-from glue_sparse.experiments.speed import calibrate_closed_fraction, mean_length
-from sparse_models import SparseGatesConfig
+from glue_sparse.experiments.speed import mean_length
 from sparse_models.pruned_linear import PrunedLinear
 
 
@@ -40,44 +34,26 @@ class IndexCopyScatter(PrunedLinear):
         return y.reshape(*lead, y.shape[-1])
 
 
-@torch.inference_mode()
-def _kernels(tokens: int, width: int, kept: int, rounds: int = 40) -> tuple[float, float]:
-    """Median microseconds of the two kernels alone on a (tokens, kept) output, interleaved."""
-    generator = torch.Generator().manual_seed(0)
-    index = torch.randperm(width, generator=generator)[:kept].sort().values
-    y = torch.randn(tokens, kept, generator=generator)
-    calls = (lambda: y.new_zeros(tokens, width).index_copy_(1, index, y),
-             lambda: y.new_zeros(tokens, width).scatter_(1, index.expand(tokens, -1), y))
-    assert torch.equal(calls[0](), calls[1]())
-    samples: list[list[float]] = [[], []]
-    for _ in range(rounds):
-        for i, call in enumerate(calls):
-            start = time.perf_counter()
-            call()
-            samples[i].append(time.perf_counter() - start)
-    return tuple(1e6 * statistics.median(s) for s in samples)
+def _scatters(module: torch.nn.Module) -> bool:
+    return isinstance(module, PrunedLinear) and module.scatter_out
 
 
 def main() -> None:
     args, dense, batches = setup(__doc__.splitlines()[0], removed="0.2,0.4,0.6")
     tokens = args.batch_size * mean_length(batches)
+    generator = torch.Generator().manual_seed(0)
     for kept in (272, 320):
-        copy_us, scatter_us = _kernels(tokens, 384, kept)
+        index = torch.randperm(384, generator=generator)[:kept].sort().values
+        y = torch.randn(tokens, kept, generator=generator)
+        copy_us, scatter_us = kernel_microseconds(
+            [lambda: y.new_zeros(tokens, 384).index_copy_(1, index, y),
+             lambda: y.new_zeros(tokens, 384).scatter_(1, index.expand(tokens, -1), y)], rounds=40)
         print(f"kernels alone, {tokens} tokens, {kept} of 384 rows kept: index_copy_ {copy_us:.0f} us, "
               f"scatter_ {scatter_us:.0f} us ({copy_us / scatter_us:.2f}x)")
     print("A = index_copy_, B = scatter_; 'swapped' = layers that scatter (query/key/value) or add into the "
           "residual (output layers: index_add in both)")
     print(HEADER)
-    for level in (float(x) for x in args.removed.split(",")):
-        gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
-        calibrate_closed_fraction(gated, level)
-        pruned = gated.eval().merge_and_unload(layout="remove")
-
-        def scatters(module: torch.nn.Module) -> bool:
-            return isinstance(module, PrunedLinear) and module.scatter_out
-
-        old, count = swapped(pruned, scatters, IndexCopyScatter)
-        print(paired_line(f"random {level:.0%}", count, dense, old, pruned, batches, args.rounds), flush=True)
+    random_pattern_rows(args, dense, batches, _scatters, IndexCopyScatter)
 
 
 if __name__ == "__main__":

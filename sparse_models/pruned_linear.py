@@ -6,6 +6,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+#: Gathered values (tokens x kept columns) from which a CPU column gather runs ``torch.gather`` with the
+#: index broadcast over the tokens instead of ``index_select``: ``index_select`` along the features runs
+#: on one thread, ``gather`` splits the tokens over threads (1,568 x 320 of 384 on 2 threads: 0.17 against
+#: 0.22 ms; below ~100k values, and on one thread, ``index_select`` is faster; benchmarks/results/
+#: gather_kernel_ab).
+PARALLEL_GATHER_MIN = 1 << 17
+
 
 class PrunedLinear(nn.Module):
     """y = W'[kept_out, kept_in] x[..., kept_in] + b'[kept_out], optionally scattered back to full width.
@@ -88,8 +95,15 @@ class PrunedLinear(nn.Module):
         same gather on its 2-D view."""
         x = x.reshape(-1, x.shape[-1])
         if self.gather_in:
-            x = x.index_select(1, self.in_index)
+            x = self._gathered(x)
         return F.linear(x, self.weight, self.bias)
+
+    def _gathered(self, x: torch.Tensor) -> torch.Tensor:
+        """The kept columns of a 2-D ``x``, by the kernel that is faster for its size and thread count."""
+        tokens = x.shape[0]
+        if x.is_cpu and tokens * len(self.in_index) >= PARALLEL_GATHER_MIN and torch.get_num_threads() > 1:
+            return torch.gather(x, 1, self.in_index.expand(tokens, -1))
+        return x.index_select(1, self.in_index)
 
     def extra_repr(self) -> str:
         return (

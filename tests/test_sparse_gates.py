@@ -25,6 +25,7 @@ from sparse_models import (
     gates,
     parameter_accounting,
 )
+from sparse_models.pruned_linear import PARALLEL_GATHER_MIN
 from sparse_models.sparse_gates.layout_costs import candidate_sides, choose_sides, choose_whole_model
 from sparse_models.sparse_gates.pruning import Side
 from tests.tiny_models import BUILDERS, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
@@ -179,6 +180,29 @@ def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):
     inputs = _inputs()
     with torch.no_grad():
         assert torch.equal(reloaded(**inputs).logits, pruned(**inputs).logits)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("tokens", [3, 640])
+def test_pruned_linear_reads_kept_columns_alike_with_either_gather_kernel(tokens, threads):
+    """A column-pruned layer reads its kept inputs with ``index_select`` or, from ``PARALLEL_GATHER_MIN``
+    values on several threads, ``torch.gather``: both give exactly the layer's output on the kept
+    columns (640 tokens x 320 columns is past the threshold, so the second kernel runs on 2 threads)."""
+    generator = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(96, 384, generator=generator), torch.randn(96, generator=generator)
+    kept_in = torch.randperm(384, generator=generator)[:320].sort().values
+    kept_out = torch.randperm(96, generator=generator)[:80].sort().values
+    layer = PrunedLinear.from_dense(weight, bias, kept_in, kept_out, gather_in=True, scatter_out=True)
+    x = torch.randn(1, tokens, 384, generator=generator)
+    expected = torch.zeros(1, tokens, 96)
+    expected[..., kept_out] = torch.nn.functional.linear(x[..., kept_in], weight[kept_out][:, kept_in], bias[kept_out])
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert torch.equal(layer(x), expected)
+    finally:
+        torch.set_num_threads(before)
+    assert (tokens * 320 >= PARALLEL_GATHER_MIN) == (tokens == 640)
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2"])
