@@ -163,6 +163,16 @@ def test_speed_with_a_folder_that_is_no_adapter_names_it_before_any_model_loads(
                     str(tmp_path / "none"), "not a checkpoint folder")
 
 
+@pytest.mark.parametrize("flag,value,needles", [
+    ("--dtype", "float16", ("--dtype 'float16'", "float32 or bfloat16")),
+    ("--device", "tpu", ("--device 'tpu'", "cpu, cuda or cuda:N")),
+    ("--device", "cuda:7", ("--device cuda:7", "no such CUDA device")),
+])
+def test_speed_with_an_unknown_dtype_or_device_names_it_before_any_model_loads(tmp_path, capsys, flag, value,
+                                                                               needles):
+    _one_line_error(capsys, 2, ["speed", "--model", str(tmp_path / "no-model"), flag, value], *needles)
+
+
 def test_ctrl_c_exits_130_without_a_traceback(glue_fixture_dir, tmp_path):
     from tests.tiny_models import save_tiny_classifier
 

@@ -42,6 +42,21 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
     assert "| random 40% (rows/cols closed" in table and "| keep | 0 ops | 4 |" in table
 
 
+def test_speed_runs_in_bfloat16_and_names_its_device_and_dtype(tmp_path, glue_fixture_dir):
+    """The accelerator table (bf16 on a GPU) comes from the same command; on CPU bf16 runs too, so the
+    path is exercised here, and the written table says what it timed on."""
+    model = save_tiny_classifier(tmp_path / "tiny", 2, seed=3)
+    out = tmp_path / "speed.json"
+    main(["speed", "--model", str(model), "--removed", "0.4", "--batch-sizes", "2", "--batches", "1",
+          "--rounds", "1", "--layouts", "keep,remove", "--dtype", "bfloat16", "--data-dir", str(glue_fixture_dir),
+          "--output", str(out)])
+    written = json.loads(out.read_text())
+    assert (written["device"], written["dtype"]) == ("cpu", "bfloat16")
+    assert [r["layout"] for r in written["rows"]] == ["keep", "remove"]
+    assert all(r["pruned_ms"] > 0 and r["ideal_ms"] > 0 for r in written["rows"])
+    assert "cpu, bfloat16" in out.with_suffix(".md").read_text()
+
+
 def test_paired_speedup_takes_the_ratio_within_each_round():
     # round 3 ran during a slow stretch for the pruned side only: its ratio is an outlier, not the median
     speedup = paired_speedup([1.0, 2.0, 1.5], [0.5, 1.0, 3.0])

@@ -174,13 +174,17 @@ def paired_speedup(dense: Sequence[float], pruned: Sequence[float]) -> Speedup:
 
 
 @torch.inference_mode()
-def _linear_seconds(shape_sets: Sequence[Sequence[tuple[int, int, int]]], rounds: int) -> list[float]:
+def _linear_seconds(shape_sets: Sequence[Sequence[tuple[int, int, int]]], rounds: int,
+                    device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32) -> list[float]:
     """Median seconds of one pass of plain, contiguous ``F.linear`` calls of (tokens, in) x (out, in), for
-    each set of shapes (all sets list the same matrices, at different widths); like ``time_rounds`` the
-    sets take turns call by call, in reversed order every other round."""
+    each set of shapes (all sets list the same matrices, at different widths), on the pruned model's device
+    and dtype; like ``time_rounds`` the sets take turns call by call, in reversed order every other round."""
     generator = torch.Generator().manual_seed(0)
-    call_sets = [[(torch.randn(t, i, generator=generator), torch.randn(o, i, generator=generator), torch.zeros(o))
-                  for t, i, o in shapes] for shapes in shape_sets]
+
+    def tensor(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
+
+    call_sets = [[(tensor(t, i), tensor(o, i), tensor(o).zero_()) for t, i, o in shapes] for shapes in shape_sets]
     samples: list[list[float]] = [[] for _ in call_sets]
     for round_index in range(rounds + 1):
         totals = [0.0] * len(call_sets)
@@ -188,8 +192,10 @@ def _linear_seconds(shape_sets: Sequence[Sequence[tuple[int, int, int]]], rounds
         for calls in zip(*call_sets, strict=True):
             for i in order:
                 x, w, b = calls[i]
+                _synchronize(device)
                 start = time.perf_counter()
                 nn.functional.linear(x, w, b)
+                _synchronize(device)
                 totals[i] += time.perf_counter() - start
         if round_index:
             for set_samples, total in zip(samples, totals):
@@ -222,7 +228,8 @@ def ideal_seconds(dense: nn.Module, pruned: nn.Module, batches: Sequence[dict], 
             full.append((tokens, module.in_features, module.out_features))
             exact.append((tokens, alive_in, alive_out))
             aligned.append((tokens, rounded(alive_in, module.in_features), rounded(alive_out, module.out_features)))
-    full_s, exact_s, aligned_s = _linear_seconds([full, exact, aligned], rounds)
+    weight = next(pruned.parameters())
+    full_s, exact_s, aligned_s = _linear_seconds([full, exact, aligned], rounds, weight.device, weight.dtype)
     return dense_seconds - full_s + min(exact_s, aligned_s)
 
 
@@ -297,6 +304,10 @@ def dense_and_batches(model_path: str, data_dir: str | None, batch_size: int, n_
     return AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).eval(), batches, source
 
 
+#: ``--dtype`` names and what they load as.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
 @dataclass(kw_only=True)
 class SpeedOptions:
     """``glue-sparse speed``: what to prune, how to time it, where to write the rows."""
@@ -311,6 +322,9 @@ class SpeedOptions:
     batches: int = option(8, "batches per timing round")
     rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
+    device: str = option("cpu", "device to time on: cpu, cuda or cuda:N (one device; dense and pruned both)")
+    dtype: str = option("float32", f"weights and activations: {' or '.join(DTYPES)} (bfloat16 on a GPU: the "
+                                   "accelerator table of issue #15)")
     layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
                                               "default: timed per layer, then that choice and remove "
                                               "whole against keep, with and without attention narrowed per "
@@ -367,14 +381,18 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each "
                              f"optionally with {HEADS_SUFFIX!r} (attention narrowed per head)")
     adapters = [_adapter_checkpoint(path) for path in options.adapter]  # bad folders fail before any load
+    device, dtype = _device_and_dtype(options)
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
-    batches = {bs: tokenized_batches(tokenizer, texts, bs, options.batches) for bs in batch_sizes}
+    batches = {bs: [{k: v.to(device) for k, v in b.items()} for b in tokenized_batches(tokenizer, texts, bs,
+                                                                                        options.batches)]
+               for bs in batch_sizes}
     torch.manual_seed(0)
-    dense = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).eval()
+    dense = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).to(device, dtype).eval()
     name = model_identity(model_path)
-    print(f"model {name}\ntexts {source}; threads {torch.get_num_threads()}\n", flush=True)
+    on = _device_name(device)
+    print(f"model {name}\ntexts {source}; {on}, {options.dtype}; threads {torch.get_num_threads()}\n", flush=True)
     candidates = []
     for level in levels:
         gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
@@ -382,7 +400,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         candidates.append((f"random {level:.0%} (rows/cols closed {fraction:.1%})", gated))
     for adapter in adapters:  # loaded with its own head size (STS-B regresses: one output); the heads are
         # outside the timed encoder's gated matrices, so the two-label dense is the baseline for all
-        gated_adapter, _ = load_classifier(adapter, torch.float32, "cpu", base=model_path)
+        gated_adapter, _ = load_classifier(adapter, dtype, str(device), base=model_path)
         candidates.append((f"trained {adapter.path}", gated_adapter))
     rows = []
     print(f"{'level':<42} {'layout':>6} {'built':>12} {'batch':>5} {'closed':>7} {'removed':>7} {'dense ms':>9} "
@@ -406,12 +424,33 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     print("\n" + "\n".join(targets))
     if options.output:
         meta = {"model": name, "texts": source, "threads": torch.get_num_threads(), "rounds": options.rounds,
-                "batches": options.batches, "align": options.align}
+                "batches": options.batches, "align": options.align, "device": on, "dtype": options.dtype}
         write_json_atomic(options.output, {**meta, "rows": rows})
         markdown = Path(options.output).with_suffix(".md")
         write_text_atomic(markdown, speed_markdown(rows, meta, targets))
         print(f"\nwrote {options.output} and {markdown}")
     return rows
+
+
+def _device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
+    """``--device`` and ``--dtype``, refused in one line before any model loads."""
+    if options.dtype not in DTYPES:
+        raise UserInputError(f"--dtype {options.dtype!r}: expected {' or '.join(DTYPES)}")
+    try:
+        device = torch.device(options.device)
+    except RuntimeError:
+        raise UserInputError(f"--device {options.device!r}: expected cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise UserInputError(f"--device {options.device!r}: expected cpu, cuda or cuda:N")
+    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
+        raise UserInputError(f"--device {options.device}: no such CUDA device here "
+                             f"({torch.cuda.device_count()} visible)")
+    return device, DTYPES[options.dtype]
+
+
+def _device_name(device: torch.device) -> str:
+    """What the table names the device by: the GPU's model, or "cpu"."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def _adapter_checkpoint(path: str) -> Checkpoint:
@@ -471,8 +510,9 @@ def built(row: dict[str, Any]) -> str:
 
 def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets: Sequence[str]) -> str:
     """The committed table: one line per (pattern, layout, batch), then the targets."""
+    on = f"{meta.get('device', 'cpu')}, {meta.get('dtype', 'float32')}"  # tables before the flags were CPU fp32
     out = [f"# Dense vs pruned latency: {meta['model']}", "",
-           f"Texts: {meta['texts']}; {meta['threads']} threads; {meta['batches']} batches x {meta['rounds']} "
+           f"Texts: {meta['texts']}; {on}; {meta['threads']} threads; {meta['batches']} batches x {meta['rounds']} "
            f"rounds (warm-up dropped), dense and every layout of a pattern timed in one loop, taking turns "
            "batch by batch (order reversed every other round); "
            "`latency x` is the median over rounds of the per-round dense / pruned time, `rounds` its slowest and "
