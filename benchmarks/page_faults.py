@@ -42,9 +42,12 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX = -1, -3, 32 << 20
 
 
 def _keep_freed_memory() -> None:
-    libc = ctypes.CDLL("libc.so.6")
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        raise SystemExit("--keep-freed-memory needs glibc (libc.so.6 not found)") from None
     if not (libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30) and libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)):
-        raise SystemExit("mallopt refused the thresholds (not glibc?)")
+        raise SystemExit("--keep-freed-memory: mallopt refused the thresholds")
 
 
 def _minor_faults() -> int:
