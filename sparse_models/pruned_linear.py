@@ -9,8 +9,9 @@ from torch.nn import functional as F
 #: Gathered values (tokens x kept columns) from which a CPU column gather runs ``torch.gather`` with the
 #: index broadcast over the tokens instead of ``index_select``: ``index_select`` along the features runs
 #: on one thread, ``gather`` splits the tokens over threads (1,568 x 320 of 384 on 2 threads: 0.19-0.20
-#: against 0.24-0.26 ms; below ~100k values, and on one thread, ``index_select`` is faster; benchmarks/
-#: results/gather_kernel_ab).
+#: against 0.24-0.26 ms). At 32 tokens x 320 ``index_select`` was faster (gather 0.58-0.71x), from 256 x 320
+#: ``gather`` in both runs; the threshold sits above that, and one thread keeps ``index_select`` (gather
+#: 0.7x there; benchmarks/results/gather_kernel_ab).
 PARALLEL_GATHER_MIN = 1 << 17
 
 

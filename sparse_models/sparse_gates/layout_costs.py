@@ -44,11 +44,11 @@ __all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_LENGTH", "DEFAULT_LAYOUT_TOKENS", "c
 #: Tokens per forward the choice is made for: a GLUE batch of 32 at about 64 tokens.
 DEFAULT_LAYOUT_TOKENS = 2048
 #: Kept row/column counts are rounded up to this multiple with closed ones: at ~1,280 outputs an odd
-#: width or a multiple of 4 only ran 17-29% below the GFLOP/s of a multiple of 8 on this project's 2-core
-#: CPU (at ~316 outputs the widths differed by less than the noise), and 8 suits GPU tensor cores. 16
-#: kept 1.0-1.9 points more of the gated weights as zeros, and the pruned MiniLM ran 0.9-4.1% slower
-#: than with 8 in all six paired rows of two runs (20/40/60% closed; benchmarks/alignment_ab.py,
-#: results/alignment_ab).
+#: width or a multiple of 4 only ran 12-28% below the GFLOP/s of the multiples of 8 beside it on this
+#: 2-core CPU (at ~316 outputs 313 and 316 ran -10..+4% of 312, and 320 6-12% above it), and 8 suits GPU
+#: tensor cores. 16 kept 1.0-1.9 points more of the gated weights as zeros, and the pruned MiniLM ran
+#: 0.9-4.1% slower than with 8 in all six paired rows of two runs (20/40/60% closed;
+#: benchmarks/alignment_ab.py, results/alignment_ab).
 DEFAULT_ALIGN = 8
 #: A layout with more index operations must beat a simpler one by this share per extra operation, so
 #: timing noise does not buy index work that saves nothing.
