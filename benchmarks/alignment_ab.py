@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import time
 
 import torch
-from paired_ab import HEADER, paired_line, setup  # benchmarks/paired_ab.py
+from paired_ab import HEADER, kernel_microseconds, paired_line, setup  # benchmarks/paired_ab.py
 from peft import get_peft_model
 from torch.nn import functional as F
 
@@ -29,21 +27,16 @@ from sparse_models import SparseGatesConfig
 from sparse_models.accounting import parameter_accounting
 
 
-@torch.inference_mode()
 def _widths(tokens: int, rounds: int = 60) -> list[str]:
     """GFLOP/s of ``F.linear`` at output widths that are multiples of 16, 8, 4 and odd (two input widths)."""
     generator = torch.Generator().manual_seed(0)
     shapes = [(out, 320) for out in (312, 313, 316, 320)] + [(out, 384) for out in (1272, 1276, 1280, 1281)]
-    calls = [(torch.randn(tokens, i, generator=generator), torch.randn(o, i, generator=generator), torch.zeros(o))
-             for o, i in shapes]
-    samples: list[list[float]] = [[] for _ in calls]
-    for _ in range(rounds):
-        for i, (x, w, b) in enumerate(calls):
-            start = time.perf_counter()
-            F.linear(x, w, b)
-            samples[i].append(time.perf_counter() - start)
-    return [f"F.linear {tokens} x {i} -> {o:>4} outputs: {2 * tokens * o * i / statistics.median(s) / 1e9:6.1f} GFLOP/s"
-            for (o, i), s in zip(shapes, samples)]
+    operands = [(torch.randn(tokens, i, generator=generator), torch.randn(o, i, generator=generator), torch.zeros(o))
+                for o, i in shapes]
+    microseconds = kernel_microseconds([lambda x=x, w=w, b=b: F.linear(x, w, b) for x, w, b in operands], rounds,
+                                       same=False)
+    return [f"F.linear {tokens} x {i} -> {o:>4} outputs: {2 * tokens * o * i / us / 1e3:6.1f} GFLOP/s"
+            for (o, i), us in zip(shapes, microseconds)]
 
 
 def _flags(p: argparse.ArgumentParser) -> None:

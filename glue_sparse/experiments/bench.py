@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping
 from glue_sparse.experiments.finetune import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
 from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
 from glue_sparse.experiments.run_environment import git_state
-from glue_sparse.experiments.speed import paired_speedup, time_rounds
+from glue_sparse.experiments.speed import mean_length, paired_speedup, time_rounds
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.atomic import write_text_atomic
 from glue_sparse_tasks.data import load_glue_rows
@@ -286,7 +286,7 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
                               max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
     # the layout is chosen for the token count of the batches it is timed on, as a user would prune for theirs
     layout_tokens = round(statistics.mean(b["input_ids"].numel() for b in batches))
-    layout_length = round(statistics.mean(b["input_ids"].shape[1] for b in batches))
+    layout_length = mean_length(batches)
     pruned = None
     if ckpt.kind == "adapter":
         if sparse_gates_tuner(model):

@@ -184,7 +184,8 @@ def _linear_seconds(shape_sets: Sequence[Sequence[tuple[int, int, int]]], rounds
     def tensor(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
 
-    call_sets = [[(tensor(t, i), tensor(o, i), tensor(o).zero_()) for t, i, o in shapes] for shapes in shape_sets]
+    call_sets = [[(tensor(t, i), tensor(o, i), torch.zeros(o, device=device, dtype=dtype)) for t, i, o in shapes]
+                 for shapes in shape_sets]
     samples: list[list[float]] = [[] for _ in call_sets]
     for round_index in range(rounds + 1):
         totals = [0.0] * len(call_sets)
@@ -385,9 +386,8 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
-    batches = {bs: [{k: v.to(device) for k, v in b.items()} for b in tokenized_batches(tokenizer, texts, bs,
-                                                                                        options.batches)]
-               for bs in batch_sizes}
+    batches = {bs: [{k: v.to(device) for k, v in batch.items()}
+                    for batch in tokenized_batches(tokenizer, texts, bs, options.batches)] for bs in batch_sizes}
     torch.manual_seed(0)
     dense = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).to(device, dtype).eval()
     name = model_identity(model_path)
