@@ -42,6 +42,7 @@ class ParameterAccounting:
     total_cols: int
     closed_gated_weights: int = -1  # -1: as removed (a plan or config from before the two were told apart)
     closed_parameters: int = -1
+    added_parameters: int = 0  # what the pruning method added (FLAP's compensation biases)
 
     def __post_init__(self) -> None:
         if self.closed_gated_weights < 0:
@@ -76,6 +77,13 @@ class ParameterAccounting:
         return self.removed_parameters / self.dense_parameters if self.dense_parameters else 0.0
 
     @property
+    def net_removed_share_of_total(self) -> float:
+        """Removed minus added parameters, of all dense parameters: what the model really shrank by."""
+        if not self.dense_parameters:
+            return 0.0
+        return (self.removed_parameters - self.added_parameters) / self.dense_parameters
+
+    @property
     def trainable_share(self) -> float | None:
         if self.trainable_parameters is None or not self.dense_parameters:
             return None
@@ -85,7 +93,8 @@ class ParameterAccounting:
         """Raw counts plus every derived share, ready for JSON."""
         out = asdict(self)
         for name in ("closed_row_fraction", "closed_col_fraction", "removed_share_of_gated",
-                     "removed_share_of_total", "closed_share_of_gated", "closed_share_of_total", "trainable_share"):
+                     "removed_share_of_total", "closed_share_of_gated", "closed_share_of_total",
+                     "net_removed_share_of_total", "trainable_share"):
             out[name] = getattr(self, name)
         return out
 
@@ -109,11 +118,13 @@ def _from_records(
     closed_weights, closed_bias = gone(records.values(), "alive_out", "alive_in")
     closed_gated, _ = gone(gated, "alive_out", "alive_in")
     removed = removed_weights + removed_bias
+    added = sum(r["kept_out"] for r in records.values() if r.get("added_bias"))
     return ParameterAccounting(
+        added_parameters=added,
         closed_gated_weights=closed_gated,
         closed_parameters=closed_weights + closed_bias,
         dense_parameters=dense_parameters,
-        remaining_parameters=dense_parameters - removed,
+        remaining_parameters=dense_parameters - removed + added,
         trainable_parameters=trainable,
         gated_modules=len(gated),
         gated_weights=sum(r["out_features"] * r["in_features"] for r in gated),

@@ -18,7 +18,10 @@ class SparsePrunedConfig(PretrainedConfig):
     closed/total rows and columns of the gates, so the accounting of a saved pruned model needs
     nothing but this file. ``attention_head_sizes`` maps a self-attention
     module narrowed per head to its reduced head sizes, ``{"query_key": a, "value": b}`` (one int for
-    both in checkpoints saved before the two could differ).
+    both in checkpoints saved before the two could differ). ``attention_heads`` maps a Llama-style
+    attention whose whole query heads were removed to, per kept query head, the index of its key/value
+    head among the kept ones (``sparse_models.pruned_attention``). A record's ``added_bias`` marks a bias
+    the pruning method added (FLAP's compensation), counted as added parameters.
     """
 
     model_type = "sparse_gated"  # kept from before the rename, so every saved pruned checkpoint still loads
@@ -33,6 +36,7 @@ class SparsePrunedConfig(PretrainedConfig):
         gate_counts: dict[str, int] | None = None,
         trainable_parameters: int | None = None,
         attention_head_sizes: dict[str, Any] | None = None,
+        attention_heads: dict[str, list[int]] | None = None,
         **kwargs: Any,
     ) -> None:
         if head not in HEADS:
@@ -44,6 +48,7 @@ class SparsePrunedConfig(PretrainedConfig):
         self.gate_counts = dict(gate_counts or {})
         self.trainable_parameters = trainable_parameters
         self.attention_head_sizes = dict(attention_head_sizes or {})
+        self.attention_heads = {k: [int(i) for i in v] for k, v in (attention_heads or {}).items()}
         if self.base_config:
             for key in ("id2label", "label2id", "problem_type", "pad_token_id", "eos_token_id", "bos_token_id"):
                 if key in self.base_config and key not in kwargs:

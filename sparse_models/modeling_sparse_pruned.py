@@ -24,6 +24,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
 from sparse_models.modules import replace_module
+from sparse_models.pruned_attention import set_kept_heads
 from sparse_models.pruned_linear import PrunedLinear
 from sparse_models.residual_add import fuse_residual_adds
 
@@ -33,6 +34,7 @@ __all__ = [
     "SparsePrunedForSequenceClassification",
     "SparsePrunedForCausalLM",
     "wrap_pruned",
+    "wrap_pruned_records",
 ]
 
 _AUTO_FOR_HEAD = {
@@ -57,6 +59,7 @@ class SparsePrunedPreTrainedModel(PreTrainedModel):
             model = _AUTO_FOR_HEAD[config.head].from_config(config.inner_config())
             _install_pruned_shapes(model, config.pruned_modules)
             set_attention_head_sizes(model, config.attention_head_sizes)
+            set_kept_heads(model, config.attention_heads)
         fuse_residual_adds(model, config.base_config.get("model_type", ""))
         self.model = model
         self.post_init()
@@ -83,6 +86,8 @@ class SparsePrunedForSequenceClassification(SparsePrunedPreTrainedModel):
 
 
 class SparsePrunedForCausalLM(SparsePrunedPreTrainedModel):
+    """A pruned causal LM; ``.model.generate`` generates as the original (key/value cache included)."""
+
     head = "causal_lm"
 
     def get_output_embeddings(self) -> nn.Module:
@@ -97,7 +102,8 @@ def _install_pruned_shapes(model: nn.Module, records: dict[str, dict[str, Any]])
     """Give a freshly built model the pruned layer shapes so a checkpoint's tensors fit."""
 
     for name, rec in records.items():
-        if rec["kept_out"] == rec["out_features"] and rec["kept_in"] == rec["in_features"]:
+        unchanged = rec["kept_out"] == rec["out_features"] and rec["kept_in"] == rec["in_features"]
+        if unchanged and not rec.get("added_bias"):
             continue
         layer = PrunedLinear(
             rec["in_features"], rec["out_features"], rec["kept_in"], rec["kept_out"],
@@ -182,18 +188,29 @@ def wrap_pruned(
     dense: PreTrainedModel, plan: Any, dense_parameters: int, trainable_parameters: int | None = None
 ) -> SparsePrunedPreTrainedModel:
     """Wrap an already pruned transformers model in the ``SparsePruned*`` class of its head."""
+    gate_counts = {"closed_rows": plan.closed_rows, "total_rows": plan.total_rows,
+                   "closed_cols": plan.closed_cols, "total_cols": plan.total_cols}
+    return wrap_pruned_records(dense, plan.records(), gate_counts, dense_parameters, trainable_parameters,
+                               attention_head_sizes=dict(plan.attention_head_sizes))
+
+
+def wrap_pruned_records(
+    dense: PreTrainedModel, records: dict[str, dict[str, Any]], gate_counts: dict[str, int], dense_parameters: int,
+    trainable_parameters: int | None = None, attention_head_sizes: dict[str, Any] | None = None,
+    attention_heads: dict[str, list[int]] | None = None,
+) -> SparsePrunedPreTrainedModel:
+    """``wrap_pruned`` from the shape records themselves: what any pruning method (gates' plan, or the
+    head/channel removal of ``sparse_models.structured``) hands over."""
     head = _head_of(dense)
     config = SparsePrunedConfig(
         base_config=dense.config.to_dict(),
         head=head,
-        pruned_modules=plan.records(),
+        pruned_modules=records,
         dense_parameters=dense_parameters,
-        gate_counts={
-            "closed_rows": plan.closed_rows, "total_rows": plan.total_rows,
-            "closed_cols": plan.closed_cols, "total_cols": plan.total_cols,
-        },
+        gate_counts=gate_counts,
         trainable_parameters=trainable_parameters,
-        attention_head_sizes=dict(plan.attention_head_sizes),
+        attention_head_sizes=attention_head_sizes,
+        attention_heads=attention_heads,
         architectures=[_CLASS_FOR_HEAD[head].__name__],
     )
     wrapped = _CLASS_FOR_HEAD[head](config, model=dense)

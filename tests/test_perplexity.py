@@ -18,7 +18,7 @@ from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.text_corpora import load_c4_texts, split_wikitext_pages
 from sparse_models import SparseGatesConfig
 from tests.lm_eval_helpers import TASKS_DIR
-from tests.tiny_models import save_tiny_llama_with_tokenizer, set_gate_pattern
+from tests.tiny_models import save_tiny_llama_with_tokenizer, set_gate_pattern, write_text_corpora
 
 WORDS = "the a cat dog sat ran on under mat tree quickly slowly big small red green house river".split()
 
@@ -35,14 +35,8 @@ def tiny_llama(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def c4_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ppl_data")
-    (root / "c4").mkdir()
-    (root / "c4" / "validation_sample.jsonl").write_text(
-        "".join(json.dumps({"text": t, "url": "u", "timestamp": "t"}) + "\n" for t in _docs(60, 1)))
-    (root / "wikitext2").mkdir()
-    (root / "wikitext2" / "test.txt").write_text(
-        " \n = First = \n \n a b c . \n \n = = Section = = \n d e . \n = Second = \n f g h . \n")
-    return root
+    return write_text_corpora(tmp_path_factory.mktemp("ppl_data"), _docs(60, 1),
+                              " \n = First = \n \n a b c . \n \n = = Section = = \n d e . \n = Second = \n f g h . \n")
 
 
 def _load(path):

@@ -112,3 +112,17 @@ def save_tiny_llama_with_tokenizer(folder, corpus: list[str], vocab_size: int = 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def write_text_corpora(root, c4_docs: list[str], wikitext: str):
+    """A data folder as the perplexity code reads it: ``c4/validation_sample.jsonl`` and ``wikitext2/test.txt``."""
+    import json
+    from pathlib import Path
+
+    root = Path(root)
+    (root / "c4").mkdir(parents=True, exist_ok=True)
+    (root / "c4" / "validation_sample.jsonl").write_text(
+        "".join(json.dumps({"text": t, "url": "u", "timestamp": "t"}) + "\n" for t in c4_docs))
+    (root / "wikitext2").mkdir(exist_ok=True)
+    (root / "wikitext2" / "test.txt").write_text(wikitext)
+    return root
