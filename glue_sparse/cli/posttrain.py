@@ -4,12 +4,18 @@ field of ``PosttrainOptions``."""
 from __future__ import annotations
 
 from glue_sparse.cli.options import options_from
+from glue_sparse.experiments.causal_pruning import run_structured_posttrain
 from glue_sparse.experiments.posttrain import PosttrainOptions, run_posttrain
 
-HELP = "sparse-gate post-training of a causal LM, dense vs gated vs pruned"
+HELP = ("structured post-training of a causal LM: row/column gates, or heads and FFN channels removed by "
+        "magnitude-sp, wanda-sp, flap or unit gates, scored on C4 and WikiText-2")
 PARSER_DATACLASSES = (PosttrainOptions,)
 
 
 def run(args) -> int:
-    run_posttrain(options_from(args, PosttrainOptions))
+    options = options_from(args, PosttrainOptions)
+    if options.method == "gates-rowcol":
+        run_posttrain(options)
+    else:
+        run_structured_posttrain(options)
     return 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from glue_sparse.cli.options import options_from
+from glue_sparse.experiments.causal_speed import run_causal_speed
 from glue_sparse.experiments.speed import SpeedOptions, run_speed
 
-HELP = "dense vs physically pruned CPU latency and FLOP ratios (default: packaged MiniLM)"
+HELP = "dense vs physically pruned latency and FLOP ratios (default: packaged MiniLM; --causal: SmolLM2)"
 PARSER_DATACLASSES = (SpeedOptions,)
 
 
 def run(args) -> int:
-    run_speed(options_from(args, SpeedOptions))
+    options = options_from(args, SpeedOptions)
+    (run_causal_speed if options.causal else run_speed)(options)
     return 0

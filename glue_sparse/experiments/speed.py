@@ -33,7 +33,8 @@ from sparse_models.sparse_gates.pruning import LAYOUTS
 
 __all__ = ["SpeedRow", "set_random_gate_pattern", "calibrate_closed_fraction", "forward_flops",
            "time_rounds", "time_forwards", "Speedup", "paired_speedup", "compare_layouts", "ideal_seconds",
-           "index_work", "timing_texts", "tokenized_batches", "mean_length", "dense_and_batches"]
+           "index_work", "timing_texts", "tokenized_batches", "mean_length", "dense_and_batches",
+           "device_and_dtype", "levels_and_batch_sizes", "speed_markdown"]
 
 
 @dataclass
@@ -334,7 +335,13 @@ class SpeedOptions:
                                               "remove (every closed row/column, with its index work); a "
                                               "'+heads' suffix always narrows attention per head (e.g. "
                                               "auto+heads)")
-    data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences")
+    data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences (--causal: a folder with c4/, "
+                                        "or the GLUE folder beside it)")
+    causal: bool = option(False, "time a causal LM (default: the packaged SmolLM2-135M) with whole heads and FFN "
+                                 "channels removed at each --removed share of decoder-block linear weights")
+    causal_method: str = option("magnitude-sp", "--causal: which one-shot method picks the units "
+                                                "(magnitude-sp, wanda-sp, flap; the last two calibrate on C4)")
+    causal_seqlen: int = option(256, "--causal: tokens per sequence (packed C4 text)")
     output: str | None = option(None, "write the rows as JSON here (atomically)")
 
 
@@ -370,19 +377,13 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     print one line per (pattern, batch size) and write the rows if asked."""
     if options.threads:
         torch.set_num_threads(options.threads)
-    try:
-        levels = [float(x) for x in options.removed.split(",") if x]
-        batch_sizes = [int(x) for x in options.batch_sizes.split(",") if x]
-    except ValueError as exc:
-        raise UserInputError(f"--removed and --batch-sizes take comma-separated numbers ({exc})") from None
-    if any(not 0 < x < 1 for x in levels):
-        raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
+    levels, batch_sizes = levels_and_batch_sizes(options)
     layouts = [x for x in options.layouts.split(",") if x]
     if bad := [x for x in layouts if x.removesuffix(HEADS_SUFFIX) not in LAYOUTS]:
         raise UserInputError(f"--layouts: unknown layout(s) {bad}; valid: {', '.join(LAYOUTS)}, each "
                              f"optionally with {HEADS_SUFFIX!r} (attention narrowed per head)")
     adapters = [_adapter_checkpoint(path) for path in options.adapter]  # bad folders fail before any load
-    device, dtype = _device_and_dtype(options)
+    device, dtype = device_and_dtype(options)
     model_path = options.model or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
@@ -432,7 +433,19 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     return rows
 
 
-def _device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
+def levels_and_batch_sizes(options: SpeedOptions) -> tuple[list[float], list[int]]:
+    """``--removed`` shares and ``--batch-sizes``, refused in one line before any model loads."""
+    try:
+        levels = [float(x) for x in options.removed.split(",") if x]
+        batch_sizes = [int(x) for x in options.batch_sizes.split(",") if x]
+    except ValueError as exc:
+        raise UserInputError(f"--removed and --batch-sizes take comma-separated numbers ({exc})") from None
+    if any(not 0 < x < 1 for x in levels):
+        raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
+    return levels, batch_sizes
+
+
+def device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
     """``--device`` and ``--dtype``, refused in one line before any model loads."""
     if options.dtype not in DTYPES:
         raise UserInputError(f"--dtype {options.dtype!r}: expected {' or '.join(DTYPES)}")
