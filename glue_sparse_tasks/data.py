@@ -152,8 +152,9 @@ def _read_split(task: GlueTask, split: str, data_dir, use_hub: bool) -> tuple[li
     else:
         looked.append(f"Hub {HUB_DATASET}: not asked (use_hub=False)")
     places = "\n  - ".join(looked)
+    given = ", ".join(f"{label}={folder}" for label, folder in data_dirs(data_dir)) or "no data folder given"
     raise GlueSplitNotFound(
-        f"GLUE split {task.name}/{split} was not found. Looked in:\n  - {places}\n"
+        f"GLUE split {task.name}/{split} was not found ({given}). Looked in:\n  - {places}\n"
         f"Point at local data with --data-dir DIR (Python: data_dir=DIR; lm-eval: "
         f"--metadata '{{\"data_dir\": \"DIR\"}}') or ${DATA_DIR_ENV}=DIR, where DIR holds "
         f"<task>/<split>.jsonl[.gz], <task>/<split>-00000-of-00001.parquet or the GLUE TSV folders."

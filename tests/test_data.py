@@ -18,7 +18,7 @@ from glue_sparse_tasks.data import (
     load_glue_split,
     provenance,
 )
-from glue_sparse_tasks.local_formats import GlueDataError
+from glue_sparse_tasks.local_formats import GlueDataError, GlueSplitNotFound
 
 
 def test_jsonl_and_gz_give_same_rows_and_fingerprint(tmp_path):
@@ -197,3 +197,12 @@ def test_real_sst2_limited_regime(shared_glue_dir):
     rows, prov = load_glue_rows("sst2", "train", data_dir=shared_glue_dir, limit=LIMITED_TRAIN_ROWS,
                                 use_hub=False)
     assert prov.rows == 10_000 and rows[0]["idx"] == 0 and rows[-1]["idx"] == 9_999
+
+
+def test_a_missing_split_names_the_given_folder_on_its_first_line(tmp_path):
+    (tmp_path / "rte").mkdir()
+    (tmp_path / "rte" / "validation.jsonl").write_text("")
+    with pytest.raises(GlueSplitNotFound) as info:
+        load_glue_rows("rte", "train", str(tmp_path), use_hub=False)
+    first = str(info.value).splitlines()[0]
+    assert "rte/train was not found" in first and str(tmp_path) in first, first
