@@ -287,7 +287,19 @@ def run_structured_posttrain(options: PosttrainOptions) -> list[dict[str, Any]]:
 def structured_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The table: one row per cell, perplexities with their ratio to dense."""
     dense = next((r for r in rows if r["method"] == "dense"), None)
-    lines = ["| method | target | removed % block linears | removed % total (net) | C4 ppl | x dense | WikiText-2 ppl "
+    lines = []
+    if dense is not None:
+        scored, calibration = dense["setting"]["scored"], dense["setting"]["calibration"]
+        c4, wiki = scored["c4"], scored["wikitext2"]
+        lines += [f"Model: {dense['model']}.", "",
+                  f"Perplexity: {c4['protocol']} protocol, {c4['n_samples']} windows of {c4['seqlen']} tokens "
+                  f"({c4['n_samples'] * c4['seqlen']:,} tokens) per corpus: C4 documents {c4['documents']} of "
+                  f"{c4['source']}, WikiText-2 test ({wiki['source']}), each joined with spaces. Calibration "
+                  f"(one-shot methods): {calibration['samples']} blocks of {calibration['seqlen']} tokens from "
+                  f"{calibration['source']}; unit gates train on blocks of the same documents. Removed shares are "
+                  "of decoder-block linear weights, and of all parameters net of what a method adds (FLAP's biases).",
+                  ""]
+    lines += ["| method | target | removed % block linears | removed % total (net) | C4 ppl | x dense | WikiText-2 ppl "
              "| x dense | calibration / training tokens | wall s | tokens/s x dense |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
