@@ -1,5 +1,5 @@
 """Each default is written once (the option dataclasses of the experiment layer): the CLI's flags and
-the README's defaults table come from there, and these tests fail when either drifts."""
+the defaults table in docs/fine-tuning.md come from there, and these tests fail when either drifts."""
 
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ from glue_sparse.experiments.perplexity import (
 from glue_sparse.experiments.posttrain import PosttrainOptions
 from glue_sparse.experiments.speed import SpeedOptions
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DEFAULTS_DOC = Path(__file__).resolve().parent.parent / "docs" / "fine-tuning.md"
 
 
 def test_readme_defaults_table_is_the_generated_one():
-    text = README.read_text()
+    text = DEFAULTS_DOC.read_text()
     block = re.search(r"<!-- defaults:begin -->\n(.*?)\n<!-- defaults:end -->", text, re.S)
-    assert block, "README has no defaults block"
-    assert block.group(1) == defaults_markdown(), "README defaults drifted: paste defaults_markdown()"
+    assert block, "docs/fine-tuning.md has no defaults block"
+    assert block.group(1) == defaults_markdown(), "docs/fine-tuning.md defaults drifted: paste defaults_markdown()"
 
 
 @pytest.mark.parametrize("command, options, required", [

@@ -2,7 +2,7 @@
 
 Every default is written once, here: the method tables below and the ``TrainingOptions`` fields (with
 their help text). The CLI builds its flags from those fields, and ``defaults_markdown()`` renders the
-README's defaults table, which a test compares with the README.
+defaults table in docs/fine-tuning.md, which a test compares with that page.
 
 Gate recipes (``recipe``): ``removal`` (default) closes gates along a cubic ramp to exactly
 ``target_removal``; the gate logits get their own constant-travel learning rate
@@ -265,7 +265,7 @@ METHOD_NOTES = {
 
 
 def defaults_markdown() -> str:
-    """The README's defaults table, rendered from the one source (this module)."""
+    """The defaults table of docs/fine-tuning.md, rendered from the one source (this module)."""
     notes = {**LORA_DEFAULTS, "target_removal": GATE_DEFAULTS["removal"]["target_removal"]}
     general = TrainingOptions()
     lines = ["| method | learning rate | weight decay | trains |", "|---|---|---|---|"]
