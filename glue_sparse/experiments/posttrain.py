@@ -192,7 +192,8 @@ def run_posttrain(options: PosttrainOptions) -> dict[str, Any]:
         gated, info = posttrain_gates(model, tokenizer, train, str(out_dir / f"target-{target}"),
                                       steps=options.steps, seqlen=options.train_seqlen,
                                       batch_size=options.train_batch_size, learning_rate=lr,
-                                      sparsity_lambda=options.sparsity_lambda, reg_sigma=options.reg_sigma, **goal)
+                                      sparsity_lambda=options.sparsity_lambda, reg_sigma=options.reg_sigma,
+                                      seed=options.seed, **goal)
         gated.save_pretrained(str(out_dir / f"target-{target}" / "adapter"))
         gated_scores = (score_protocols(gated, tokenizer, held_out, prov, options, f"gated target {target}")
                         if options.score_gated else None)

@@ -106,8 +106,7 @@ def unit_scores(method: str, model: nn.Module, layers: list[LayerUnits],
         raise UserInputError(f"{method} needs calibration statistics")
     head_scores, channel_scores = [], []
     for unit in layers:
-        weight = {s: model.get_submodule(unit.module(s)).weight.detach().double()
-                  for s in ("q_proj", "o_proj", "gate_proj", "up_proj", "down_proj")}
+        weight = {s: model.get_submodule(unit.module(s)).weight.detach().double() for s in ("o_proj", "down_proj")}
         o_name, down_name = unit.module("o_proj"), unit.module("down_proj")
         if method == "magnitude-sp":
             heads = _per_head(weight["o_proj"].norm(dim=0), unit)
