@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from glue_sparse_tasks.data import DATA_DIR_ENV, fingerprint
 from glue_sparse_tasks.local_formats import GlueDataError, iter_jsonl_objects, text_lines
@@ -40,35 +41,46 @@ def _folders(data_dir: str | os.PathLike | None, name: str) -> list[Path]:
     return out
 
 
-def read_jsonl_texts(path: Path, field: str = "text") -> list[str]:
-    """Texts of a JSON Lines file (``.gz`` too); every line must be an object with a string ``field``."""
-    texts = []
+def iter_jsonl_texts(path: Path, field: str = "text") -> Iterator[str]:
+    """Texts of a JSON Lines file (``.gz`` too), streamed: every line must be an object with a string
+    ``field``; a bad line, a truncated gzip or a file without documents raises ``GlueDataError`` naming it."""
+    seen = False
     for number, obj in iter_jsonl_objects(path):
         if not isinstance(obj.get(field), str):
             raise GlueDataError(f"{path}:{number}: expected an object with a string {field!r} field, "
                                 f"got keys {sorted(obj)}")
-        texts.append(obj[field])
-    if not texts:
+        seen = True
+        yield obj[field]
+    if not seen:
         raise GlueDataError(f"{path}: the file holds no documents")
-    return texts
+
+
+def read_jsonl_texts(path: Path, field: str = "text") -> list[str]:
+    """Texts of a JSON Lines file (``.gz`` too), all in memory (see ``iter_jsonl_texts``)."""
+    return list(iter_jsonl_texts(path, field))
+
+
+def local_c4_files(data_dir: str | os.PathLike | None) -> tuple[list[Path], list[str]]:
+    """The local C4 validation file(s) (the sample, else ``c4-validation.*`` shards) and the folders looked in."""
+    looked: list[str] = []
+    for folder in _folders(data_dir, "c4"):
+        found = [folder / f for f in C4_FILES if (folder / f).is_file()] or sorted(folder.glob(C4_SHARD_GLOB))
+        looked.append(str(folder))
+        if found:
+            return (found[:1] if found[0].name.startswith("validation_sample") else found), looked
+    return [], looked
 
 
 def load_c4_texts(data_dir: str | None = None, path: str | None = None,
                   use_hub: bool = True) -> tuple[list[str], TextProvenance]:
     """C4 validation documents in stored order, and where they came from."""
-    files: list[Path] = []
     looked: list[str] = []
     if path:
         files = [Path(path).expanduser()]
         if not files[0].is_file():
             raise GlueDataError(f"C4 file {path} does not exist")
     else:
-        for folder in _folders(data_dir, "c4"):
-            found = [folder / f for f in C4_FILES if (folder / f).is_file()] or sorted(folder.glob(C4_SHARD_GLOB))
-            looked.append(str(folder))
-            if found:
-                files = found[:1] if found[0].name.startswith("validation_sample") else found
-                break
+        files, looked = local_c4_files(data_dir)
     if files:
         texts = [t for f in files for t in read_jsonl_texts(f)]
         source = " + ".join(str(f) for f in files)

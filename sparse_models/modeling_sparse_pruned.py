@@ -177,9 +177,16 @@ def _query_key_narrowed(cls: type) -> type:
 
 
 def _head_of(model: nn.Module) -> str:
-    for head, auto in (("sequence_classification", AutoModelForSequenceClassification),
-                       ("causal_lm", AutoModelForCausalLM)):
-        if type(model) in auto._model_mapping.values():
+    """By class name against the Auto mappings' name tables (comparing classes would import every model)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    )
+
+    name = type(model).__name__
+    for head, names in (("sequence_classification", MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES),
+                        ("causal_lm", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)):
+        if any(name == v or (isinstance(v, tuple) and name in v) for v in names.values()):
             return head
     return "base"
 

@@ -32,6 +32,7 @@ __all__ = [
     "magnitude_scores",
     "random_scores",
     "importance_scores",
+    "flush_importance",
     "track_importance",
     "importance_state",
     "all_ranks_importance",
@@ -123,6 +124,33 @@ def track_importance(model: nn.Module, on: bool = True) -> None:
     for layer in unwrap_gated_model(model).modules():
         if isinstance(layer, SparseGatesLayer):
             layer.track_importance = on
+
+
+def flush_importance(model: nn.Module) -> None:
+    """Add this optimiser step's |sum dL/dz * z| to every gate's importance sums. The signed terms are
+    summed over the step's micro-batches and averaged over data-parallel ranks (one all-reduce) before
+    the absolute value, so the sums are those of the global batch however it was split: N processes,
+    or gradient accumulation, rank gates as one process with the whole batch does."""
+    import torch.distributed as dist
+
+    items = [(layer, adapter, side) for _, layer in unwrap_gated_model(model).named_modules()
+             if isinstance(layer, SparseGatesLayer) for adapter in sorted(layer.pending_importance)
+             for side in sorted(layer.pending_importance[adapter])]
+    if not items:
+        return
+    flat = torch.cat([layer.pending_importance[a][s].reshape(-1) for layer, a, s in items])
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(flat)  # same item order on every rank: module order, then sorted keys
+        flat /= dist.get_world_size()  # ranks' losses are scaled so that DDP's mean is the global gradient
+    offset = 0
+    for layer, adapter, side in items:
+        term = layer.pending_importance[adapter][side]
+        value = flat[offset:offset + term.numel()].view_as(term).abs()
+        offset += term.numel()
+        sums = layer.importance.setdefault(adapter, {})
+        sums[side] = value if side not in sums else sums[side] + value
+    for layer, _, _ in items:
+        layer.pending_importance = {}
 
 
 def importance_scores(model: nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor] | None:

@@ -22,8 +22,8 @@ from glue_sparse_tasks import scoring
 from sparse_models.accounting import parameter_accounting
 from sparse_models.removal import (
     RemovalSchedule,
-    all_ranks_importance,
     close_lowest,
+    flush_importance,
     freeze_gates,
     importance_scores,
     importance_state,
@@ -99,11 +99,15 @@ class RemovalCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
-        if self.schedule is None or self.trainer.gates_final or step not in self.schedule.event_steps():
+        if self.schedule is None or self.trainer.gates_final:
+            return
+        if self.score == "taylor":
+            flush_importance(self.trainer.model)  # this step's global-batch importance, on every rank alike
+        if step not in self.schedule.event_steps():
             return
         final = step >= self.schedule.final_step
         if self.score == "taylor":
-            scores = all_ranks_importance(importance_scores(self.trainer.model))
+            scores = importance_scores(self.trainer.model)
         elif self.score == "random":
             scores = random_scores(self.trainer.model, args.seed)
         else:  # "logit": close_lowest ranks by the logits themselves
@@ -146,9 +150,11 @@ class SparseGatesTrainer(Trainer):
     adapter with ``target_removal`` it also runs the removal schedule (:class:`RemovalCallback`)."""
 
     def __init__(self, *args: Any, gate_learning_rate: float | None = None, masks_fixed: bool = False,
-                 backbone_trains: bool = False, **kwargs: Any) -> None:
+                 backbone_trains: bool = False, sparsity_from_step: int = 0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gate_learning_rate = gate_learning_rate
+        #: the regulariser is off before this optimiser step (FineGates pre-training: after a warm-up)
+        self.sparsity_from_step = sparsity_from_step
         #: base weights train too: checkpoints then carry every trainable tensor (TRAINED_WEIGHTS_FILE)
         self.backbone_trains = backbone_trains
         #: gates are final 0/1 masks (after the removal schedule, or from the start for magnitude pruning)
@@ -171,7 +177,7 @@ class SparseGatesTrainer(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         super()._save(output_dir, state_dict)
-        if self.backbone_trains and output_dir is not None:
+        if self.backbone_trains and output_dir is not None and self.args.should_save:  # main process only
             trained = {n: p.detach().contiguous().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
             save_file(trained, str(Path(output_dir) / TRAINED_WEIGHTS_FILE))
 
@@ -210,7 +216,8 @@ class SparseGatesTrainer(Trainer):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
                                              num_items_in_batch=num_items_in_batch)
         tuner = sparse_gates_tuner(model)
-        if tuner is not None and model.training and not self.gates_final:
+        if (tuner is not None and model.training and not self.gates_final
+                and self.state.global_step >= self.sparsity_from_step):
             penalty = tuner.sparsity_loss()
             # the Trainer multiplies a token-averaged task loss by the process count (DDP then averages
             # gradients over processes); scale the penalty alike, or its weight would shrink with the

@@ -13,12 +13,13 @@ import traceback
 
 from transformers import HfArgumentParser
 
-from glue_sparse.cli import bench, data, demo, finetune, perplexity, posttrain, report, speed
+from glue_sparse.cli import bench, data, demo, finetune, perplexity, posttrain, pretrain, pretrain_report, report, speed
 from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.errors import UserInputError
 
 SUBCOMMANDS = {"data": data, "finetune": finetune, "bench": bench, "report": report, "demo": demo,
-               "perplexity": perplexity, "posttrain": posttrain, "speed": speed}
+               "perplexity": perplexity, "posttrain": posttrain, "pretrain": pretrain,
+               "pretrain-report": pretrain_report, "speed": speed}
 DESCRIPTION = ("GLUE evaluation through lm-eval, sparse gates that physically prune, fine-tuning and benchmarks "
                "(-v or --verbose anywhere: library logging and full tracebacks)")
 EVAL_HELP = "lm-eval run with glue_sparse tasks and models registered (same arguments as `lm_eval run`)"

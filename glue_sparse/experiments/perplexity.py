@@ -5,6 +5,10 @@
   exp(mean token NLL). Published defaults: 1,100 docs, 256 x 2,048.
 - ``galore`` (GaLore/FineGates): each document truncated to its first ``max_length`` (256) tokens
   and padded; batches until ``token_budget`` non-pad tokens were seen; exp(mean of batch losses).
+- ``packed`` (our pre-training validation): documents tokenized one by one and joined with EOS, as
+  training packs them; exactly ``token_budget`` next-token targets scored in windows of ``seqlen``;
+  perplexity is exp of the token-weighted mean NLL. ``glue-sparse pretrain`` evaluates with it, so
+  ``glue-sparse perplexity --protocols packed`` reproduces a run's numbers.
 
 Logits are computed in chunks of positions so memory stays bounded for large vocabularies.
 """
@@ -17,7 +21,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from peft import PeftModel
@@ -34,7 +38,7 @@ from glue_sparse_tasks.text_corpora import load_c4_texts, load_wikitext2_pages
 from sparse_models.checkpoints import check_complete
 from sparse_models.modeling_sparse_pruned import SparsePrunedPreTrainedModel
 
-PROTOCOLS = ("sparsegpt", "galore")
+PROTOCOLS = ("sparsegpt", "galore", "packed")
 
 
 @dataclass(kw_only=True)
@@ -45,13 +49,13 @@ class ProtocolOptions:
     c4_path: str | None = option(None, "one C4 JSONL / JSON.gz file")
     data_dir: str | None = option(None, "folder holding c4/ and wikitext2/ (default: $GLUE_SPARSE_DATA_DIR)")
     hub: bool = option(True, "ask the Hugging Face Hub when the corpus is not local (--no-hub: never)")
-    protocols: str = option("sparsegpt,galore", "comma-separated: sparsegpt, galore")
+    protocols: str = option("sparsegpt,galore", "comma-separated: sparsegpt, galore, packed")
     n_samples: int = option(256, "sparsegpt windows (published: 256)")
-    seqlen: int = option(2048, "sparsegpt window length (published: 2048)")
+    seqlen: int = option(2048, "sparsegpt and packed window length (sparsegpt published: 2048)")
     docs: int = option(1100, "sparsegpt: first documents joined (published: 1100)")
     max_length: int = option(256, "galore: tokens kept per document")
-    token_budget: int = option(10_000_000, "galore: non-pad tokens to score")
-    batch_size: int = option(8, "galore batch size")
+    token_budget: int = option(10_000_000, "galore: non-pad tokens to score; packed: exactly this many targets")
+    batch_size: int = option(8, "galore and packed batch size")
 
     def protocol_list(self) -> list[str]:
         chosen = [p for p in self.protocols.split(",") if p]
@@ -63,6 +67,8 @@ class ProtocolOptions:
     def protocol_kwargs(self, protocol: str) -> dict[str, int]:
         if protocol == "sparsegpt":
             return {"n_samples": self.n_samples, "seqlen": self.seqlen, "docs": self.docs}
+        if protocol == "packed":
+            return {"seqlen": self.seqlen, "token_budget": self.token_budget, "batch_size": self.batch_size}
         return {"max_length": self.max_length, "token_budget": self.token_budget, "batch_size": self.batch_size}
 
 
@@ -214,11 +220,69 @@ def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
                             dict(data or {}), model_name, seconds)
 
 
+def packed_token_stream(tokenizer: Any, texts: Iterable[str], limit: int | None = None) -> Iterator[int]:
+    """Token ids of ``texts`` one document at a time, each followed by EOS (the causal-LM packing),
+    stopping after ``limit`` ids. The single definition of how training and validation text is packed."""
+    eos = tokenizer.eos_token_id
+    emitted = 0
+    for text in texts:
+        for token in tokenizer(text, add_special_tokens=False).input_ids + ([eos] if eos is not None else []):
+            if limit is not None and emitted >= limit:
+                return
+            emitted += 1
+            yield token
+
+
+def packed_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
+                      seqlen: int = ProtocolOptions.seqlen, token_budget: int = ProtocolOptions.token_budget,
+                      batch_size: int = ProtocolOptions.batch_size, device: str = "cpu",
+                      data: dict | None = None, model_name: str = "") -> PerplexityResult:
+    """Exactly ``token_budget`` packed targets, ``seqlen`` per window (see module docstring)."""
+    _check_seqlen(model, seqlen + 1)
+    if token_budget < 1 or seqlen < 1:
+        raise PerplexityError(f"packed: token_budget and seqlen must be >= 1, got {token_budget} and {seqlen}")
+    ids = torch.tensor(list(packed_token_stream(tokenizer, texts, token_budget + 1)), dtype=torch.long)
+    if ids.numel() < token_budget + 1:
+        raise PerplexityError(f"packed: the {len(texts)} documents give {ids.numel():,} tokens; {token_budget + 1:,} "
+                              f"are needed to score {token_budget:,} (lower the token budget or add documents)")
+    full = token_budget // seqlen  # windows of seqlen + 1 ids: seqlen targets each, the last window shorter
+    windows = [ids[i * seqlen:(i + 1) * seqlen + 1] for i in range(full)]
+    start = time.perf_counter()
+    total, count = 0.0, 0
+    model.eval()
+    for lo in range(0, full, batch_size):
+        s, c = nll_sum(model, torch.stack(windows[lo:lo + batch_size]).to(device))
+        total, count = total + s, count + c
+    if token_budget % seqlen:
+        s, c = nll_sum(model, ids[full * seqlen:].unsqueeze(0).to(device))
+        total, count = total + s, count + c
+    seconds = time.perf_counter() - start
+    assert count == token_budget, (count, token_budget)
+    mean = total / count
+    return PerplexityResult("packed", math.exp(mean), mean, count, count, full + bool(token_budget % seqlen),
+                            {"seqlen": seqlen, "token_budget": token_budget, "batch_size": batch_size,
+                             "joiner": "eos"}, dict(data or {}), model_name, seconds)
+
+
+def unigram_perplexity(tokenizer: Any, texts: Sequence[str], token_budget: int) -> float:
+    """Perplexity of the best unigram model of the very targets ``packed_perplexity`` scores (its
+    frequencies fitted on them): the floor a language model must clearly beat to have learned context."""
+    ids = list(packed_token_stream(tokenizer, texts, token_budget + 1))[1:]
+    if len(ids) < token_budget:
+        raise PerplexityError(f"unigram: the documents give {len(ids) + 1:,} tokens; {token_budget + 1:,} needed")
+    counts = torch.bincount(torch.tensor(ids)).double()
+    counts = counts[counts > 0]
+    probabilities = counts / counts.sum()
+    return math.exp(float(-(probabilities * probabilities.log()).sum()))
+
+
 def perplexity(protocol: str, *args: Any, **kwargs: Any) -> PerplexityResult:
     if protocol == "sparsegpt":
         return sparsegpt_perplexity(*args, **kwargs)
     if protocol == "galore":
         return galore_perplexity(*args, **kwargs)
+    if protocol == "packed":
+        return packed_perplexity(*args, **kwargs)
     raise PerplexityError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
 
 

@@ -20,6 +20,7 @@ from glue_sparse.experiments.perplexity import (
     corpus_texts,
     doc_range,
     load_causal_lm,
+    packed_token_stream,
     score_protocols,
 )
 from glue_sparse.experiments.speed import time_forwards
@@ -66,18 +67,9 @@ class PosttrainOptions(ProtocolOptions):
 
 
 def pack_blocks(tokenizer: Any, texts: Sequence[str], seqlen: int, max_blocks: int) -> list[list[int]]:
-    """Documents joined with EOS and cut into full ``seqlen`` blocks (the usual causal-LM packing)."""
-    eos = tokenizer.eos_token_id
-    blocks: list[list[int]] = []
-    buffer: list[int] = []
-    for text in texts:
-        buffer += tokenizer(text, add_special_tokens=False).input_ids + ([eos] if eos is not None else [])
-        while len(buffer) >= seqlen and len(blocks) < max_blocks:
-            blocks.append(buffer[:seqlen])
-            buffer = buffer[seqlen:]
-        if len(blocks) >= max_blocks:
-            break
-    return blocks
+    """Documents joined with EOS (``packed_token_stream``) and cut into full ``seqlen`` blocks."""
+    stream = list(packed_token_stream(tokenizer, texts, seqlen * max_blocks))
+    return [stream[i:i + seqlen] for i in range(0, len(stream) - seqlen + 1, seqlen)]
 
 
 def posttrain_gates(

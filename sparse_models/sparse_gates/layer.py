@@ -33,6 +33,8 @@ class SparseGatesLayer(BaseTunerLayer):
         #: per adapter, running sums of |dL/dz * z| per row / column gate while tracking is on (see
         #: ``sparse_models.removal.track_importance``); plain tensors, not saved with the adapter
         self.importance: dict[str, dict[str, torch.Tensor]] = {}
+        #: this optimiser step's signed dL/dz * z, until ``sparse_models.removal.flush_importance`` adds its |.|
+        self.pending_importance: dict[str, dict[str, torch.Tensor]] = {}
         self.track_importance = False
         self._disable_adapters = False
         self.merged_adapters: list[str] = []
@@ -82,12 +84,12 @@ class SparseGatesLayer(BaseTunerLayer):
         an open gate does not hide it here."""
         if not value.requires_grad:
             return
-        sums = self.importance.setdefault(adapter, {})
+        pending = self.pending_importance.setdefault(adapter, {})
         z = value.detach()
 
-        def hook(grad: torch.Tensor) -> None:
-            term = (grad.detach() * z).abs().float()
-            sums[side] = term if side not in sums else sums[side] + term
+        def hook(grad: torch.Tensor) -> None:  # signed: summed over micro-batches (and ranks) before |.|
+            term = (grad.detach() * z).float()
+            pending[side] = term if side not in pending else pending[side] + term
 
         value.register_hook(hook)
 
