@@ -181,15 +181,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_torchrun_processes_equal_one_process_at_the_same_global_batch(corpus, tmp_path):
-    kw = dict(method="gates", target_removal=0.4, train_data=str(corpus / "shards"), train_docs=":")
+@pytest.mark.parametrize("lanes", [1, 2], ids=["main-process-reads", "each-rank-reads-its-shard"])
+def test_two_torchrun_processes_equal_one_process_at_the_same_global_batch(lanes, corpus, tmp_path):
+    """One lane: the main process reads and dispatches each global batch. Two lanes: each rank reads only
+    its own shard; one process with the same two lanes trains on the same batches."""
+    kw = dict(method="gates", target_removal=0.4, train_data=str(corpus / "shards"), train_docs=":", data_lanes=lanes)
     one = run_pretrain(_options(corpus, tmp_path / "one", **kw))
     two_options = _options(corpus, tmp_path / "two", batch_size=2, **kw)
     argv = ["pretrain", "--out-dir", two_options.out_dir, "--model-config", two_options.model_config,
             "--tokenizer", "bpe:320", "--data-dir", str(corpus), "--no-hub", "--train-data", str(corpus / "shards"),
             "--train-docs", ":", "--eval-docs", "100:120", "--tokens", str(two_options.tokens), "--seqlen", "32",
             "--batch-size", "2", "--lr", "0.01", "--eval-every", "4", "--eval-tokens", "500", "--save-steps", "4",
-            "--warmup", "0.1", "--method", "gates", "--target-removal", "0.4"]
+            "--warmup", "0.1", "--method", "gates", "--target-removal", "0.4", "--data-lanes", str(lanes)]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
            "-m", "glue_sparse.cli.main", *argv]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -198,6 +201,8 @@ def test_two_torchrun_processes_equal_one_process_at_the_same_global_batch(corpu
     two = json.loads((tmp_path / "two" / "run.json").read_text())
     assert two["world_size"] == 2 and two["global_batch"] == one["global_batch"] == 4
     assert two["steps"] == one["steps"] and two["train_data"]["doc_counts"] == [60, 60]
+    assert one["train_data"]["lanes_read_by_main_process"] == ([0] if lanes == 1 else [0, 1])
+    assert two["train_data"]["lanes_read_by_main_process"] == [0]  # with two lanes: rank 0 read shard 0 only
     assert [p["val_perplexity"] for p in two["curve"]] == pytest.approx(
         [p["val_perplexity"] for p in one["curve"]], rel=1e-4)
     assert two["accounting"]["removed_parameters"] == one["accounting"]["removed_parameters"]
@@ -243,6 +248,14 @@ def test_bad_options_are_refused_in_one_line(corpus, tmp_path):
         run_pretrain(_options(corpus, tmp_path / "a", model_config="llama_7m"))
     with pytest.raises(PretrainDataError, match="--eval-docs '90:120' overlaps --train-docs"):
         run_pretrain(_options(corpus, tmp_path / "a", eval_docs="90:120"))
+    with pytest.raises(PretrainError, match="hub read the Hugging Face Hub, which --no-hub forbids"):
+        run_pretrain(_options(corpus, tmp_path / "a", train_data="hub"))
+    with pytest.raises(PretrainDataError, match="--data-lanes 2 needs at least 2 local shard files, got 1"):
+        run_pretrain(_options(corpus, tmp_path / "a", data_lanes=2))
+    with pytest.raises(PretrainDataError, match="--data-lanes > 1 splits whole shards"):
+        run_pretrain(_options(corpus, tmp_path / "a", data_lanes=2, train_data=str(corpus / "shards")))
+    with pytest.raises(PretrainError, match="--seqlen 200: the model has 128 positions"):
+        run_pretrain(_options(corpus, tmp_path / "a", seqlen=200))
     with pytest.raises(PretrainDataError, match="--tokenizer 'bpe:12'"):
         run_pretrain(_options(corpus, tmp_path / "a", tokenizer="bpe:12"))
     assert not (tmp_path / "a").exists()

@@ -34,13 +34,16 @@ from glue_sparse.experiments.finetune import gate_learning_rate
 from glue_sparse.experiments.options import option, required
 from glue_sparse.experiments.perplexity import packed_perplexity, unigram_perplexity
 from glue_sparse.experiments.pretrain_data import (
+    HUB,
     PackedBlocks,
+    lane_layout,
+    lane_sources,
     PretrainDataError,
     load_tokenizer,
     train_source,
     validation_texts,
 )
-from glue_sparse.experiments.pretrain_callbacks import PretrainProgressCallback, ValidationCallback
+from glue_sparse.experiments.pretrain_callbacks import PretrainProgressCallback, ValidationCallback, parameter_sizes
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic
 from sparse_models.accounting import parameter_accounting
 from sparse_models.sparse_gates import SparseGatesConfig
@@ -73,8 +76,9 @@ class PretrainOptions:
     sparsity_from_step: int = option(1000, "reference recipe: the regulariser is off before this step")
     gate_bias: bool = option(False, "add a trainable bias to the gated layers, as the reference does (Llama's "
                                     "attention_bias and mlp_bias: down_proj gets one too)")
-    tokenizer: str = option("bpe:4096", "smollm2 (packaged), bpe:N (a byte-level BPE of N tokens trained on the "
-                                        "training documents, cached), or a tokenizer folder or Hub name")
+    tokenizer: str = option("bpe:1024", "smollm2 (packaged), bpe:N (a byte-level BPE of N tokens trained on the "
+                                        "training documents, cached), or a tokenizer folder or Hub name; 1024 "
+                                        "suits llama_9m on CPU best (benchmarks/results/pretrain_c4_cpu)")
     train_data: str | None = option(None, "training text: a JSON Lines file, a folder of c4-train.*.json.gz / "
                                           ".jsonl shards, a glob, or hub (allenai/c4 en, streamed); default: the "
                                           "local C4 sample")
@@ -86,11 +90,15 @@ class PretrainOptions:
     hub: bool = option(True, "allow the Hugging Face Hub for a source that is not local (--no-hub: never)")
     check_shards: bool = option(True, "read every local training shard once before the model loads, so a bad "
                                       "line is named first (--no-check-shards for corpora too large to scan)")
+    data_lanes: int = option(1, "training streams, each over its own shards (k, k + lanes, ...), taken in turn; "
+                                "under torchrun with lanes = processes each rank reads only its own shards, and "
+                                "one process with the same lanes trains on the same batches")
     tokens: int = option(1_000_000, "training tokens (sets the steps: tokens / (seqlen x global batch))")
     seqlen: int = option(128, "tokens per packed block (GaLore: 256)")
     batch_size: int = option(16, "blocks per device per micro-batch")
     grad_accum: int = option(1, "micro-batches per optimiser step")
-    lr: float = option(3e-3, "peak learning rate of the weights (GaLore: 0.01)")
+    lr: float = option(1e-3, "peak learning rate of the weights (GaLore: 0.01 at 10k steps of 512 x 256; 1e-3 "
+                             "was best for llama_9m at CPU budgets, benchmarks/results/pretrain_c4_cpu)")
     gate_lr: float | None = option(None, "learning rate of the gate logits (default: the removal recipe's gate "
                                          "travel over the removal steps; the reference recipe: --lr)")
     warmup: float = option(0.1, "warm-up: a share of the steps (< 1) or a number of steps")
@@ -114,13 +122,16 @@ def check_options(options: PretrainOptions) -> None:
     for name, allowed in (("method", METHODS), ("recipe", RECIPES), ("schedule", SCHEDULES)):
         if getattr(options, name) not in allowed:
             raise PretrainError(f"--{name} {getattr(options, name)!r}: expected one of {', '.join(allowed)}")
-    for name in ("tokens", "seqlen", "batch_size", "grad_accum", "eval_every", "eval_tokens", "save_steps"):
+    for name in ("tokens", "seqlen", "batch_size", "grad_accum", "eval_every", "eval_tokens", "save_steps",
+                 "data_lanes"):
         if getattr(options, name) < 1:
             raise PretrainError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(options, name)}")
     if not 0 < options.target_removal < 1 or not 0 <= options.target_sparsity < 1:
         raise PretrainError("--target-removal must be in (0, 1) and --target-sparsity in [0, 1)")
     if options.lr <= 0 or (options.gate_lr is not None and options.gate_lr <= 0) or options.warmup < 0:
         raise PretrainError("--lr and --gate-lr must be > 0 and --warmup >= 0")
+    if not options.hub and HUB in (options.train_data, options.eval_data):
+        raise PretrainError("--train-data/--eval-data hub read the Hugging Face Hub, which --no-hub forbids")
     model_config_path(options.model_config)
 
 
@@ -186,8 +197,9 @@ def prepare_out_dir(options: PretrainOptions) -> dict[str, Any] | None:
     saved = out / OPTIONS_FILE
     if saved.is_file():
         before = json.loads(saved.read_text())
-        changed = [f"{k}: {before.get(k)!r} there vs {v!r} now" for k, v in identity(options).items()
-                   if before.get(k) != v]
+        defaults = identity(PretrainOptions(out_dir=options.out_dir))  # a key added later: its default there
+        changed = [f"{k}: {before.get(k, defaults[k])!r} there vs {v!r} now" for k, v in identity(options).items()
+                   if before.get(k, defaults[k]) != v]
         if changed:
             raise PretrainError(f"{out} holds a different run ({'; '.join(changed[:3])}); choose another --out-dir")
         if (out / RUN_FILE).is_file():
@@ -214,7 +226,9 @@ def training_arguments(options: PretrainOptions, steps: int) -> Any:
         disable_tqdm=False,
         # the main process reads the stream and hands each rank its slice of every global batch: N processes
         # then train on exactly the batches of one (without it, each rank would iterate the same stream)
-        accelerator_config={"dispatch_batches": True, "split_batches": False})
+        # one lane: the main process reads the stream and hands each rank its slice of every global batch;
+        # several: each rank reads its own lanes and accelerate's slicing keeps its part (PackedBlocks)
+        accelerator_config={"dispatch_batches": options.data_lanes == 1, "split_batches": False})
 
 
 def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
@@ -235,23 +249,27 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
     source = train_source(options.train_data, options.data_dir, options.train_docs, options.check_shards)
     val_texts, val_prov = validation_texts(options.eval_data, options.data_dir, options.eval_docs, source,
                                            use_hub=options.hub)
+    chunk, read = lane_layout(options.data_lanes, options.batch_size, processes.num_processes,
+                              processes.process_index)
+    lanes = lane_sources(source, options.data_lanes)
     tokenizer, tokenizer_record = load_tokenizer(options.tokenizer, source)
+    model = build_model(options, tokenizer)
     out = Path(options.out_dir)
-    if processes.is_main_process:
+    if processes.is_main_process:  # only now, when every input was accepted: a refusal writes nothing
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / OPTIONS_FILE, identity(options))
-    model = build_model(options, tokenizer)
     gated = options.method == "gates"
     gate_lr = None
     if gated:
         gate_lr = (options.gate_lr or options.lr) if options.recipe == "reference" else gate_learning_rate(
             {"gate_learning_rate": options.gate_lr, "recipe": "removal", "target_removal": options.target_removal},
             counts["steps"])
+    blocks = PackedBlocks(lanes, tokenizer, options.seqlen, chunk, read)
     validation = ValidationCallback(val_texts, tokenizer, options.seqlen, options.eval_tokens,
                                     options.eval_batch_size, options.eval_every, counts["tokens_per_step"])
     trainer = SparseGatesTrainer(
         model=model, args=args,
-        train_dataset=PackedBlocks(source.documents, tokenizer, options.seqlen), gate_learning_rate=gate_lr,
+        train_dataset=blocks, gate_learning_rate=gate_lr,
         backbone_trains=gated, callbacks=[validation, *callbacks],
         sparsity_from_step=options.sparsity_from_step if gated and options.recipe == "reference" else 0)
     trainer.remove_callback(ProgressCallback)
@@ -269,7 +287,8 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
               "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None,
               "world_size": processes.num_processes, "train_seconds_this_session": seconds,
               "model_config": options.model_config, "tokenizer": tokenizer_record,
-              "train_data": source.describe(), "validation": {**val_prov.to_dict(), "docs": options.eval_docs},
+              "train_data": {**source.describe(), "lanes": options.data_lanes, "lanes_read_by_main_process": read},
+              "validation": {**val_prov.to_dict(), "docs": options.eval_docs},
               "gate_learning_rate": gate_lr, "curve": curve,
               "train_loss": [{"step": e["step"], "loss": e["loss"]} for e in state.log_history if "loss" in e]}
     record.update(finish(trainer.model, tokenizer, val_texts, options, out, trainer.is_world_process_zero()))
@@ -306,17 +325,6 @@ def finish(model: Any, tokenizer: Any, val_texts: list[str], options: PretrainOp
             "unigram_perplexity": unigram, "dense_floor_met": final.perplexity <= 0.5 * unigram,
             "parameters": sizes, "accounting": accounting,
             "reproduce_perplexity": perplexity_command(options, out)}
-
-
-def parameter_sizes(model: Any) -> dict[str, int]:
-    """Dense parameter counts: all, the two embedding matrices (input and untied output), the rest."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    embeddings = base.get_input_embeddings().weight.numel()
-    head = base.get_output_embeddings()
-    if head is not None and head.weight.data_ptr() != base.get_input_embeddings().weight.data_ptr():
-        embeddings += head.weight.numel()
-    total = sum(p.numel() for n, p in base.named_parameters() if "sparse_gates_" not in n)
-    return {"total": total, "embeddings": embeddings, "nonembedding": total - embeddings}
 
 
 def perplexity_command(options: PretrainOptions, out: Path) -> str:

@@ -50,6 +50,8 @@ class ValidationCallback(TrainerCallback):
             accounting = parameter_accounting(model)
             point.update(closed_share_of_gated=accounting.closed_share_of_gated,
                          removed_share_of_gated=accounting.removed_share_of_gated,
+                         removed_share_of_nonembedding=accounting.removed_parameters
+                         / parameter_sizes(model)["nonembedding"],
                          removed_share_of_total=accounting.removed_share_of_total,
                          removed_parameters=accounting.removed_parameters)
         return point
@@ -62,6 +64,17 @@ def _flop_parameters(model: Any) -> int:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     embedding = base.get_input_embeddings().weight
     return sum(p.numel() for n, p in base.named_parameters() if "sparse_gates_" not in n and p is not embedding)
+
+
+def parameter_sizes(model: Any) -> dict[str, int]:
+    """Dense parameter counts: all, the two embedding matrices (input and untied output), the rest."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    embeddings = base.get_input_embeddings().weight.numel()
+    head = base.get_output_embeddings()
+    if head is not None and head.weight.data_ptr() != base.get_input_embeddings().weight.data_ptr():
+        embeddings += head.weight.numel()
+    total = sum(p.numel() for n, p in base.named_parameters() if "sparse_gates_" not in n)
+    return {"total": total, "embeddings": embeddings, "nonembedding": total - embeddings}
 
 
 class PretrainProgressCallback(QuietProgressCallback):

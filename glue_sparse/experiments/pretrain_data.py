@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch.utils.data import IterableDataset
@@ -141,16 +141,30 @@ class PackedBlocks(IterableDataset):
     """``{"input_ids", "labels"}`` blocks of ``seqlen`` packed tokens, forever (passes repeat the order).
 
     Deterministic: the n-th block is a function of the documents, the tokenizer and ``seqlen`` alone, so
-    the Trainer's skip of consumed batches puts a resumed run at exactly the position it stopped at."""
+    the Trainer's skip of consumed batches puts a resumed run at exactly the position it stopped at.
 
-    def __init__(self, documents: Callable[[], Iterable[str]], tokenizer: Any, seqlen: int) -> None:
-        self.documents, self.tokenizer, self.seqlen = documents, tokenizer, seqlen
+    With several *lanes* (``lane_sources``: each its own shards, packed on its own), the stream takes
+    ``chunk`` blocks from each lane in turn. A process reads only the lanes in ``read``: every other
+    block is a ``None`` placeholder, which accelerate's per-rank slicing (``IterableDatasetShard``) drops
+    unseen when the lanes are laid out so that each rank's slice of every window is its own lanes."""
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __init__(self, lane_sources: Sequence[Callable[[], Iterable[str]]], tokenizer: Any, seqlen: int,
+                 chunk: int = 1, read: Sequence[int] | None = None) -> None:
+        self.lane_sources, self.tokenizer, self.seqlen, self.chunk = list(lane_sources), tokenizer, seqlen, chunk
+        self.read = list(range(len(self.lane_sources))) if read is None else list(read)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor] | None]:
+        streams = [self._lane(k) if k in self.read else None for k in range(len(self.lane_sources))]
+        while True:
+            for stream in streams:
+                for _ in range(self.chunk):
+                    yield None if stream is None else next(stream)
+
+    def _lane(self, lane: int) -> Iterator[dict[str, torch.Tensor]]:
         block: list[int] = []
         while True:
             produced = False
-            for token in packed_token_stream(self.tokenizer, self.documents()):
+            for token in packed_token_stream(self.tokenizer, self.lane_sources[lane]()):
                 block.append(token)
                 if len(block) == self.seqlen:
                     ids = torch.tensor(block, dtype=torch.long)
@@ -158,6 +172,31 @@ class PackedBlocks(IterableDataset):
                     block, produced = [], True
             if not produced:
                 raise PretrainDataError(f"the training documents give no full block of {self.seqlen} tokens")
+
+
+def lane_layout(lanes: int, per_device_batch: int, world: int, rank: int) -> tuple[int, list[int]]:
+    """(blocks per lane turn, lanes this rank reads) so that rank r's slice of every window of
+    ``per_device_batch * world`` blocks holds only its own lanes: the same global batches for any world
+    size, with each rank reading only ``lanes / world`` of the shards."""
+    window = per_device_batch * world
+    if window % lanes:
+        raise PretrainDataError(f"--data-lanes {lanes}: the global micro-batch of {window} blocks must be a "
+                                "multiple of the lanes")
+    chunk = window // lanes
+    lo, hi = rank * per_device_batch, (rank + 1) * per_device_batch
+    return chunk, [k for k in range(lanes) if k * chunk < hi and (k + 1) * chunk > lo]
+
+
+def lane_sources(source: TrainSource, lanes: int) -> list[Callable[[], Iterable[str]]]:
+    """Lane k streams the shards ``k, k + lanes, ...``; one lane is the whole (sliced) source."""
+    if lanes == 1:
+        return [source.documents]
+    if source.hub or len(source.files) < lanes:
+        raise PretrainDataError(f"--data-lanes {lanes} needs at least {lanes} local shard files, got "
+                                f"{'the Hub stream' if source.hub else len(source.files)}")
+    if source.start or source.stop is not None:
+        raise PretrainDataError("--data-lanes > 1 splits whole shards: give --train-docs : (all documents)")
+    return [TrainSource(source.files[k::lanes], 0, None).documents for k in range(lanes)]
 
 
 def load_tokenizer(spec: str, source: TrainSource) -> tuple[Any, dict[str, Any]]:

@@ -56,8 +56,9 @@ def describe(run: dict[str, Any]) -> str:
     o = run["options"]
     if o["method"] == "dense":
         return "dense"
-    return (f"gates, removal {o['target_removal']:.0%}" if o["recipe"] == "removal" else
-            f"gates, reference (target sparsity {o['target_sparsity']}, lambda {o['sparsity_lambda']:g})")
+    lr = f", gate lr {o['gate_lr']:g}" if o.get("gate_lr") is not None else ""
+    return (f"gates, removal {o['target_removal']:.0%}{lr}" if o["recipe"] == "removal" else
+            f"gates, reference (target sparsity {o['target_sparsity']}, lambda {o['sparsity_lambda']:g}{lr})")
 
 
 @torch.inference_mode()
@@ -91,6 +92,7 @@ def write_pretrain_report(options: PretrainReportOptions) -> dict[str, Any]:
     folders = [f for f in options.runs.split(",") if f]
     runs = read_runs(folders)
     check_writable(Path(options.out), "--out")
+    Path(options.out).mkdir(parents=True, exist_ok=True)
     dense = next(r for r in runs if r["options"]["method"] == "dense")
     speed = forward_speed(runs, dense, options) if options.speed else {}
     rows, lines = [], []
