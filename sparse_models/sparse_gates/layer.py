@@ -58,11 +58,13 @@ class SparseGatesLayer(BaseTunerLayer):
         self._move_adapter_to_device_of_base_layer(adapter_name)
         self.set_adapter(self.active_adapters, inference_mode=config.inference_mode)
 
-    def gate_vectors(self, training: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(column gates, row gates) of the active adapters, multiplied; noisy only in training mode."""
+    def gate_vectors(self, training: bool | None = None,
+                     adapters: Optional[list[str]] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(column gates, row gates) of ``adapters`` (default: the active ones), multiplied; noisy only
+        in training mode."""
         training = self.training if training is None else training
         col = row = None
-        for name in self.active_adapters:
+        for name in (self.active_adapters if adapters is None else adapters):
             if name not in self.sparse_gates_row:
                 continue
             c = gates.gate_values(self.sparse_gates_col[name], self.noise_std[name], training)
@@ -93,11 +95,16 @@ class SparseGatesLayer(BaseTunerLayer):
 
         value.register_hook(hook)
 
-    def eval_gates(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Deterministic (column, row) gates, detached: what merging and pruning fold in."""
+    def eval_gates(self, adapters: Optional[list[str]] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Deterministic (column, row) gates of ``adapters`` (default: the active ones), detached: what
+        merging and pruning fold in."""
         with torch.no_grad():
-            col, row = self.gate_vectors(training=False)
+            col, row = self.gate_vectors(training=False, adapters=adapters)
         return col.detach(), row.detach()
+
+
+#: where ``Linear`` keeps the weights from before its first merge
+BEFORE_MERGE = "before_merge"
 
 
 class Linear(nn.Module, SparseGatesLayer):
@@ -114,37 +121,39 @@ class Linear(nn.Module, SparseGatesLayer):
         self.update_layer(adapter_name, config=config)
 
     def merge(self, safe_merge: bool = False, adapter_names: Optional[list[str]] = None) -> None:
-        """Fold the evaluation gates (and a nested LoRA) into the weight: W' = g_r W g_c, b' = g_r b."""
+        """Fold the evaluation gates of ``adapter_names`` (default: the active adapters), and a nested
+        LoRA, into the weight: W' = g_r W g_c, b' = g_r b, one adapter after the other. The weights from
+        before the first merge are kept, so ``unmerge`` restores them exactly however many merges came."""
         adapter_names = check_adapters_to_merge(self, adapter_names)
         if not adapter_names:
             return
         if isinstance(self.base_layer, BaseTunerLayer):
-            self.base_layer.merge(safe_merge=safe_merge)
+            self.base_layer.merge(safe_merge=safe_merge, adapter_names=adapter_names)
         inner = self.get_base_layer()
-        col, row = self.eval_gates()
-        weight = inner.weight.data
-        self._unmerged[",".join(adapter_names)] = (
-            weight.clone(),
-            None if inner.bias is None else inner.bias.data.clone(),
-        )
-        w_out_in = weight.T if self.fan_in_fan_out else weight
-        folded = (row[:, None].to(weight.dtype) * w_out_in * col[None, :].to(weight.dtype))
-        folded = folded.T if self.fan_in_fan_out else folded
-        if safe_merge and not torch.isfinite(folded).all():
-            raise ValueError(f"NaNs or infs while merging sparse gates {adapter_names}")
-        inner.weight.data = folded.contiguous()
-        if inner.bias is not None:
-            inner.bias.data = inner.bias.data * row.to(inner.bias.dtype)
-        self.merged_adapters.extend(adapter_names)
+        if BEFORE_MERGE not in self._unmerged:
+            self._unmerged[BEFORE_MERGE] = (inner.weight.data.clone(),
+                                            None if inner.bias is None else inner.bias.data.clone())
+        for name in adapter_names:
+            col, row = self.eval_gates([name])
+            weight = inner.weight.data
+            w_out_in = weight.T if self.fan_in_fan_out else weight
+            folded = (row[:, None].to(weight.dtype) * w_out_in * col[None, :].to(weight.dtype))
+            folded = folded.T if self.fan_in_fan_out else folded
+            if safe_merge and not torch.isfinite(folded).all():  # PEFT's own wording, which its tests expect
+                raise ValueError(f"NaNs detected in the merged weights. The adapter {name} seems to be broken")
+            inner.weight.data = folded.contiguous()
+            if inner.bias is not None:
+                inner.bias.data = inner.bias.data * row.to(inner.bias.dtype)
+            self.merged_adapters.append(name)
 
     def unmerge(self) -> None:
-        """Restore the exact weights saved at merge time (division by a closed gate would be undefined)."""
+        """Restore the exact weights saved before the first merge (division by a closed gate would be
+        undefined)."""
         if not self.merged:
             warnings.warn("Already unmerged. Nothing to do.")
             return
         inner = self.get_base_layer()
-        key = ",".join(self.merged_adapters)
-        weight, bias = self._unmerged.pop(key)
+        weight, bias = self._unmerged.pop(BEFORE_MERGE)
         inner.weight.data = weight
         if bias is not None:
             inner.bias.data = bias

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -12,6 +13,7 @@ import torch
 from peft import LoraConfig, inject_adapter_in_model
 from peft.tuners.tuners_utils import BaseTuner, BaseTunerLayer
 from torch import nn
+from transformers import PreTrainedModel
 
 from sparse_models import gates
 from sparse_models.architectures import DEFAULT_TARGET_MODULES, default_target_modules
@@ -87,6 +89,7 @@ class SparseGatesModel(BaseTuner):
             target.update_layer(adapter_name, config=peft_config)
             return
         new_module = Linear(target, adapter_name, config=peft_config)
+        new_module.train(target.training)  # a layer gated on a model in eval mode starts in eval mode
         if adapter_name not in self.active_adapters:
             new_module.requires_grad_(False)
         self._replace_module(parent, target_name, new_module, target)
@@ -215,6 +218,11 @@ class SparseGatesModel(BaseTuner):
             )
         was_training = self.model.training
         self.model.eval()
+        if prune and not isinstance(self.model, PreTrainedModel):
+            warnings.warn(f"merge_and_unload(): {type(self.model).__name__} is no transformers PreTrainedModel, so "
+                          "there is no pruned model class for it; the gates are folded into each matrix (closed "
+                          "rows and columns stay as zeros), as PEFT's LoRA merges", UserWarning, stacklevel=2)
+            prune = False
         if not prune:
             merged = self._unload_and_optionally_merge(
                 progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names
@@ -224,7 +232,8 @@ class SparseGatesModel(BaseTuner):
 
         if isinstance(layout, str) and layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS} or a per-module mapping, got {layout!r}")
-        candidates = self._pruning_candidates(layout, layout_tokens, align, narrow_heads)
+        with _planning_adapters(self.model, adapter_names):  # plan the named adapters, not the active ones
+            candidates = self._pruning_candidates(layout, layout_tokens, align, narrow_heads)
         trainable = trained_parameter_count(self)  # before unloading: the adapter's own tensors
         dense = self._unload_and_optionally_merge(
             progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names
@@ -266,6 +275,20 @@ class SparseGatesModel(BaseTuner):
             distinct.setdefault(json.dumps([candidate.records(), candidate.attention_head_sizes], sort_keys=True),
                                 name)
         return {name: candidates[name] for name in distinct.values()}
+
+@contextlib.contextmanager
+def _planning_adapters(model: nn.Module, adapter_names: Optional[list[str]]):
+    """Every gated layer answers for ``adapter_names`` while the pruning plan reads its gates."""
+    layers = [m for m in model.modules() if isinstance(m, SparseGatesLayer)] if adapter_names else []
+    saved = [layer._active_adapter for layer in layers]
+    for layer in layers:
+        layer._active_adapter = list(adapter_names)
+    try:
+        yield
+    finally:
+        for layer, active in zip(layers, saved):
+            layer._active_adapter = active
+
 
 def trained_parameter_count(model: nn.Module) -> int:
     """What a gates (or gates+LoRA) adapter trains and saves, counted from the structure, so a

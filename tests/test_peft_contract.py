@@ -1,0 +1,109 @@
+"""PEFT's generic tuner contract for sparse gates (issue #38, causes 1-5): ``adapter_names`` is honoured
+when merging and pruning, unmerge after several merges restores the weights, ``safe_merge`` uses PEFT's
+wording, layers gated on an eval-mode model start in eval mode, and a model without a transformers
+config merges per matrix as LoRA does."""
+
+from __future__ import annotations
+
+import copy
+
+import peft
+import pytest
+import torch
+from torch import nn
+
+from sparse_models import SparseGatesConfig
+from sparse_models.sparse_gates import SparseGatesLayer
+from tests.tiny_models import VOCAB, tiny_bert, tiny_llama
+
+
+def _randomise(model, adapter: str, seed: int) -> None:
+    """Logits around the clamp edge: some gates closed, some fractional, some open."""
+    g = torch.Generator().manual_seed(seed)
+    for layer in model.modules():
+        if isinstance(layer, SparseGatesLayer):
+            for table in (layer.sparse_gates_row, layer.sparse_gates_col):
+                p = table[adapter]
+                p.data = torch.rand(p.shape, generator=g) * 2.4 - 1.2
+
+
+def _two_adapter_model():
+    """A tiny Llama (no classifier head: PEFT's head copies allow one active adapter) with two adapters."""
+    config = dict(task_type="CAUSAL_LM", target_removal=0.3, bias="none")
+    model = peft.get_peft_model(tiny_llama(seed=3), SparseGatesConfig(**config))
+    model.add_adapter("other", SparseGatesConfig(**config))
+    _randomise(model, "default", 1)
+    _randomise(model, "other", 2)
+    return model.eval()
+
+
+IDS = torch.randint(1, VOCAB, (3, 12), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_merging_named_adapters_folds_those_adapters_not_the_active_one(prune):
+    model = _two_adapter_model()
+    model.base_model.set_adapter(["default", "other"])
+    with torch.no_grad():
+        both = model(input_ids=IDS).logits
+    model.base_model.set_adapter("default")
+    with torch.no_grad():
+        only_default = model(input_ids=IDS).logits
+    assert not torch.allclose(both, only_default, atol=1e-4)  # the two adapters do differ
+    merged = model.merge_and_unload(adapter_names=["other", "default"], prune=prune, layout="remove")
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=IDS).logits, both, rtol=1e-4, atol=1e-5)
+
+
+def test_unmerge_after_two_merges_restores_the_base_weights_exactly():
+    model = _two_adapter_model()
+    layer = next(m for m in model.modules() if isinstance(m, SparseGatesLayer))
+    before = layer.get_base_layer().weight.detach().clone()
+    layer.merge(adapter_names=["default"])
+    layer.merge(adapter_names=["other"])
+    assert layer.merged_adapters == ["default", "other"]
+    assert not torch.equal(layer.get_base_layer().weight, before)
+    layer.unmerge()
+    assert not layer.merged and torch.equal(layer.get_base_layer().weight, before)
+
+
+def test_safe_merge_refuses_nan_gates_in_peft_wording():
+    model = _two_adapter_model()
+    layer = next(m for m in model.modules() if isinstance(m, SparseGatesLayer))
+    layer.sparse_gates_row["other"].data[0] = float("nan")
+    with pytest.raises(ValueError, match="NaNs detected in the merged weights. The adapter other seems to be broken"):
+        layer.merge(safe_merge=True, adapter_names=["other"])
+
+
+def test_layers_gated_on_an_eval_mode_model_start_in_eval_mode():
+    model = peft.get_peft_model(tiny_bert(seed=1).eval(), SparseGatesConfig(task_type="SEQ_CLS"))  # head: no gates
+    gated = [m for m in model.modules() if isinstance(m, SparseGatesLayer)]
+    assert gated and not any(m.training for m in gated)
+    with torch.no_grad():  # eval gates are deterministic: two forwards agree
+        torch.testing.assert_close(model(input_ids=IDS).logits, model(input_ids=IDS).logits, rtol=0, atol=0)
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin0, self.lin1 = nn.Linear(10, 20), nn.Linear(20, 2)
+
+    def forward(self, x):
+        return self.lin1(torch.relu(self.lin0(x)))
+
+
+def test_a_model_without_a_transformers_config_merges_per_matrix_as_lora_does():
+    torch.manual_seed(0)
+    model = peft.get_peft_model(MLP(), SparseGatesConfig(target_modules=["lin0", "lin1"]))
+    _randomise(model, "default", 4)
+    model.eval()
+    x = torch.randn(4, 10)
+    with torch.no_grad():
+        gated = model(x)
+    with pytest.warns(UserWarning, match="MLP is no transformers PreTrainedModel"):
+        merged = model.merge_and_unload()
+    assert isinstance(merged, MLP) and isinstance(merged.lin0, nn.Linear)
+    with torch.no_grad():
+        torch.testing.assert_close(merged(x), gated, rtol=1e-5, atol=1e-6)
+    lora = peft.get_peft_model(copy.deepcopy(MLP()), peft.LoraConfig(target_modules=["lin0"]))
+    assert isinstance(lora.merge_and_unload(), MLP)  # the behaviour it mirrors
