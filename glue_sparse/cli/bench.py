@@ -12,8 +12,6 @@ from glue_sparse.experiments.bench import GRID_OVERRIDES, BenchConfig, BenchConf
 from glue_sparse.experiments.finetune_config import METHODS
 from glue_sparse.experiments.report import write_report
 
-HELP = "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="JSON or YAML bench config (flags below override its fields)")

@@ -12,8 +12,6 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS, POOLED_SPLIT
 from glue_sparse_tasks.local_formats import GlueDataError, GlueSplitNotFound
 
-HELP = "show which GLUE splits are available, with rows, labels, source and fingerprint"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="local GLUE folder (else $GLUE_SPARSE_DATA_DIR, then the Hub)")

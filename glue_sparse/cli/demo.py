@@ -6,8 +6,6 @@ import argparse
 
 from glue_sparse.experiments.demo import DEMO_EPOCHS, DEMO_TRAIN_ROWS, run_demo
 
-HELP = "the main job: full vs gates vs magnitude at 30%% removal on SST-2 and STS-B (packaged MiniLM)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="demo_out", help="folder for the demo bench (default demo_out)")

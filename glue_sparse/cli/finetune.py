@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 from glue_sparse.cli.options import options_from
-from glue_sparse.experiments.finetune_config import METHODS, TrainingOptions
+from glue_sparse.experiments.finetune_config import TrainingOptions
 from glue_sparse.experiments.finetune_many import plan_finetunes, run_finetunes, summary_table
 
-HELP = f"fine-tune an encoder on GLUE tasks ({', '.join(METHODS)})"
 
 #: What ``glue-sparse finetune`` adds to the fine-tuning options (``TrainingOptions``, whose fields give
 #: the other flags, their defaults and help): what to train on, where to write, how to resume.

@@ -1,28 +1,24 @@
-"""The ``glue-sparse`` command: the CLI boundary (one error line, exit codes, ``-v``) and the parser,
-assembled from one module per subcommand. Each subcommand module has ``HELP`` and ``run``, and
-``add_arguments`` for flags of its own; ``PARSER_DATACLASSES``, where present, are option dataclasses
-whose fields become flags (``HfArgumentParser``), so their defaults and help are written once, in the
-experiment layer."""
+"""The ``glue-sparse`` command: the CLI boundary (one error line, exit codes, ``-v``) and the parser.
+Subcommands are listed in ``commands.SUBCOMMANDS``; only the one being run is imported. Each such
+module has ``run``, and ``add_arguments`` for flags of its own; ``PARSER_DATACLASSES``, where present,
+are option dataclasses whose fields become flags (``HfArgumentParser``), so their defaults and help are
+written once, in the experiment layer. ``glue-sparse --help`` imports none of them."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import traceback
+from collections.abc import Collection
 
-from transformers import HfArgumentParser
-
-from glue_sparse.cli import bench, data, demo, finetune, perplexity, posttrain, pretrain, pretrain_report, report, speed
+from glue_sparse.cli.commands import EVAL_HELP, SUBCOMMANDS
 from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.errors import UserInputError
 
-SUBCOMMANDS = {"data": data, "finetune": finetune, "bench": bench, "report": report, "demo": demo,
-               "perplexity": perplexity, "posttrain": posttrain, "pretrain": pretrain,
-               "pretrain-report": pretrain_report, "speed": speed}
 DESCRIPTION = ("GLUE evaluation through lm-eval, sparse gates that physically prune, fine-tuning and benchmarks "
                "(-v or --verbose anywhere: library logging and full tracebacks)")
-EVAL_HELP = "lm-eval run with glue_sparse tasks and models registered (same arguments as `lm_eval run`)"
 
 
 def cmd_eval(argv: list[str]) -> int:
@@ -32,13 +28,24 @@ def cmd_eval(argv: list[str]) -> int:
     return run_lm_eval(argv)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(loaded: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser. Only the subcommands in ``loaded`` (default: all) are imported and given their flags;
+    the others are listed by name and help alone, enough for ``--help`` and for argparse's 'invalid
+    choice' message."""
     parser = argparse.ArgumentParser(prog="glue-sparse", description=DESCRIPTION)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
-    for name, module in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP,
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if loaded is not None and name not in loaded:
+            sub.add_parser(name, help=help_text)
+            continue
+        from transformers import HfArgumentParser  # the chosen subcommand's flags only
+
+        module = importlib.import_module(module_name)
+        sub._parser_class = HfArgumentParser
+        p = sub.add_parser(name, help=help_text, description=help_text,
                            dataclass_types=getattr(module, "PARSER_DATACLASSES", None),
                            formatter_class=argparse.HelpFormatter)
+        sub._parser_class = argparse.ArgumentParser
         if hasattr(module, "add_arguments"):
             module.add_arguments(p)
         p.set_defaults(func=module.run)
@@ -56,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["eval"]:
             return cmd_eval(argv[1:])
-        args = build_parser().parse_args(argv)
+        command = next((a for a in argv if not a.startswith("-")), None)
+        args = build_parser([command] if command else []).parse_args(argv)
         return args.func(args)
     except KeyboardInterrupt:
         print("\ninterrupted (Ctrl-C); finished results are kept, unfinished runs continue with --resume",

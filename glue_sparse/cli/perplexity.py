@@ -6,7 +6,6 @@ from __future__ import annotations
 from glue_sparse.cli.options import options_from
 from glue_sparse.experiments.perplexity import PerplexityOptions, run_perplexity
 
-HELP = "causal-LM token perplexity under named protocols (sparsegpt, galore)"
 PARSER_DATACLASSES = (PerplexityOptions,)
 
 

@@ -7,8 +7,6 @@ from glue_sparse.cli.options import options_from
 from glue_sparse.experiments.causal_pruning import run_structured_posttrain
 from glue_sparse.experiments.posttrain import PosttrainOptions, run_posttrain
 
-HELP = ("structured post-training of a causal LM: row/column gates, or heads and FFN channels removed by "
-        "magnitude-sp, wanda-sp, flap or unit gates, scored on C4 and WikiText-2")
 PARSER_DATACLASSES = (PosttrainOptions,)
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 from glue_sparse.cli.options import options_from
 from glue_sparse.experiments.pretrain import PretrainOptions, run_pretrain
 
-HELP = ("pre-train a Llama (GaLore's sizes) from scratch on C4, dense or with sparse gates; validation "
-        "perplexity curve in run.json, the (pruned) model in model/")
 PARSER_DATACLASSES = (PretrainOptions,)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from glue_sparse.cli.options import options_from
 from glue_sparse.experiments.pretrain_report import PretrainReportOptions, write_pretrain_report
 
-HELP = "table, plot, speed and targets of pre-training runs (dense and gated twins)"
 PARSER_DATACLASSES = (PretrainReportOptions,)
 
 

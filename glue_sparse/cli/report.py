@@ -9,8 +9,6 @@ from pathlib import Path
 from glue_sparse.experiments.bench import BenchConfigError, read_stores
 from glue_sparse.experiments.report import write_report
 
-HELP = "markdown/CSV tables and plots from a bench results store"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", required=True, nargs="+", action="extend",

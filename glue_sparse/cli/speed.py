@@ -6,7 +6,6 @@ from glue_sparse.cli.options import options_from
 from glue_sparse.experiments.causal_speed import run_causal_speed
 from glue_sparse.experiments.speed import SpeedOptions, run_speed
 
-HELP = "dense vs physically pruned latency and FLOP ratios (default: packaged MiniLM; --causal: SmolLM2)"
 PARSER_DATACLASSES = (SpeedOptions,)
 
 

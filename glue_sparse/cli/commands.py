@@ -1,0 +1,28 @@
+"""The ``glue-sparse`` subcommands: each one's module and one-line help, written here once, so that
+``glue-sparse --help`` lists them without importing any of them (and so without torch, transformers,
+lm-eval or datasets); a subcommand's module loads only when that subcommand runs or shows its help."""
+
+from __future__ import annotations
+
+#: name -> (module, help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "data": ("glue_sparse.cli.data", "show which GLUE splits are available, with rows, labels, source and fingerprint"),
+    "finetune": ("glue_sparse.cli.finetune", "fine-tune an encoder on GLUE tasks with a method that --method lists"),
+    "bench": ("glue_sparse.cli.bench", "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
+    "report": ("glue_sparse.cli.report", "markdown/CSV tables and plots from a bench results store"),
+    "demo": ("glue_sparse.cli.demo",
+             "the main job: full vs gates vs magnitude at 30%% removal on SST-2 and STS-B (packaged MiniLM)"),
+    "perplexity": ("glue_sparse.cli.perplexity",
+                   "causal-LM token perplexity under named protocols (sparsegpt, galore, packed)"),
+    "posttrain": ("glue_sparse.cli.posttrain",
+                  "structured post-training of a causal LM: row/column gates, or heads and FFN channels removed by "
+                  "magnitude-sp, wanda-sp, flap or unit gates, scored on C4 and WikiText-2"),
+    "pretrain": ("glue_sparse.cli.pretrain",
+                 "pre-train a Llama (GaLore's sizes) from scratch on C4, dense or with sparse gates; validation "
+                 "perplexity curve in run.json, the (pruned) model in model/"),
+    "pretrain-report": ("glue_sparse.cli.pretrain_report",
+                        "table, plot, speed and targets of pre-training runs (dense and gated twins)"),
+    "speed": ("glue_sparse.cli.speed",
+              "dense vs physically pruned latency and FLOP ratios (default: packaged MiniLM; --causal: SmolLM2)"),
+}
+EVAL_HELP = "lm-eval run with glue_sparse tasks and models registered (same arguments as `lm_eval run`)"
