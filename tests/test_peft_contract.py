@@ -107,3 +107,29 @@ def test_a_model_without_a_transformers_config_merges_per_matrix_as_lora_does():
         torch.testing.assert_close(merged(x), gated, rtol=1e-5, atol=1e-6)
     lora = peft.get_peft_model(copy.deepcopy(MLP()), peft.LoraConfig(target_modules=["lin0"]))
     assert isinstance(lora.merge_and_unload(), MLP)  # the behaviour it mirrors
+
+
+def test_init_weights_false_starts_gates_fractional_so_one_step_moves_every_adapter():
+    """Cause 7: the reference init (logits ~ N(1, 0.1)) sits on the clamp's flat part, where the task loss
+    gives almost no gate a gradient (kept: it is the reference's behaviour); init_weights=False, as PEFT's own
+    switch, starts them fractional, so the generic 'training changes the adapter' checks see them move."""
+    base = tiny_llama(seed=5)
+    with torch.no_grad():
+        base_logits = base(input_ids=IDS).logits
+    for init_weights in (True, False):
+        model = peft.get_peft_model(copy.deepcopy(base), SparseGatesConfig(task_type="CAUSAL_LM", bias="none",
+                                                                           init_weights=init_weights))
+        model.eval()
+        with torch.no_grad():
+            same = torch.allclose(model(input_ids=IDS).logits, base_logits, atol=1e-6)
+        assert same is init_weights  # the recipe's init is the identity; init_weights=False is not
+        model.train()
+        logits = {n: p.detach().clone() for n, p in model.named_parameters() if "sparse_gates_" in n}
+        loss = model(input_ids=IDS, labels=IDS).loss  # no sparsity penalty: the task loss alone
+        loss.backward()
+        torch.optim.SGD([p for n, p in model.named_parameters() if "sparse_gates_" in n], lr=1.0).step()
+        moved = [float((p.detach() != logits[n]).float().mean()) for n, p in model.named_parameters() if n in logits]
+        if init_weights:  # only gates that the noise pulls below 1 get a gradient: a few per cent
+            assert sum(moved) / len(moved) < 0.05, moved
+        else:  # a few gates start, or are pushed by the noise, past the clamp edge: nearly all move
+            assert min(moved) > 0.5 and sum(moved) / len(moved) > 0.9, moved

@@ -17,6 +17,8 @@ REFERENCE_INIT = (1.0, 0.1)
 #: Removal-mode initialisation: just past the clamp edge (tanh(0.6) + 0.5 = 1.04), so the model is
 #: unchanged at step 0 but training noise already lets the task gradient reach every gate.
 EDGE_INIT = (0.6, 0.01)
+#: ``init_weights=False``: logit std around 0, where every gate is fractional (0 < tanh(l) + 0.5 < 1 for |l| < 0.55)
+NON_IDENTITY_INIT_STD = 0.25
 #: Reference regulariser weight (FineGates GLUE recipe).
 REFERENCE_LAMBDA = 50.0
 #: Removal-mode pull weight: none. Measured: a steady pull at lambda 50 sinks every undefended gate
@@ -84,6 +86,13 @@ class SparseGatesConfig(PeftConfig):
     init_std: Optional[float] = field(
         default=None, metadata={"help": "Std of the gate logits at initialisation; None: 0.1, or 0.01 with "
                                         "target_removal."})
+    init_weights: bool = field(
+        default=True,
+        metadata={"help": "True: the recipe's initialisation (init_mean, init_std; the gated model starts as the base "
+                          "model). False: logits N(0, NON_IDENTITY_INIT_STD), so gates start fractional: the gated "
+                          "model differs from the base one and every gate has a gradient at once. As PEFT's "
+                          "init_weights=False for other methods, for tests of the generic tuner contract."},
+    )
     noise_std: float = field(default=0.1, metadata={"help": "Std of the Gaussian gate noise in training."})
     reg_sigma: Optional[float] = field(
         default=gates.REFERENCE_SIGMA,

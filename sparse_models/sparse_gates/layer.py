@@ -11,7 +11,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from sparse_models import gates
-from sparse_models.sparse_gates.config import SparseGatesConfig
+from sparse_models.sparse_gates.config import NON_IDENTITY_INIT_STD, SparseGatesConfig
 from sparse_models.sparse_gates.functional import gated_frozen_linear
 
 ADAPTER_MARKERS = ("sparse_gates_", "lora_", ".modules_to_save.")
@@ -48,12 +48,9 @@ class SparseGatesLayer(BaseTunerLayer):
             raise TypeError(f"sparse gates support nn.Linear and transformers Conv1D, not {type(inner).__name__}")
 
     def update_layer(self, adapter_name: str, config: SparseGatesConfig, **kwargs: Any) -> None:
-        self.sparse_gates_row[adapter_name] = nn.Parameter(
-            gates.init_gate_logits(self.out_features, config.init_mean, config.init_std)
-        )
-        self.sparse_gates_col[adapter_name] = nn.Parameter(
-            gates.init_gate_logits(self.in_features, config.init_mean, config.init_std)
-        )
+        mean, std = (config.init_mean, config.init_std) if config.init_weights else (0.0, NON_IDENTITY_INIT_STD)
+        self.sparse_gates_row[adapter_name] = nn.Parameter(gates.init_gate_logits(self.out_features, mean, std))
+        self.sparse_gates_col[adapter_name] = nn.Parameter(gates.init_gate_logits(self.in_features, mean, std))
         self.noise_std[adapter_name] = config.noise_std
         self._move_adapter_to_device_of_base_layer(adapter_name)
         self.set_adapter(self.active_adapters, inference_mode=config.inference_mode)
