@@ -1,7 +1,7 @@
 """GLUE scoring: the one source of truth for per-task metrics and GLUE averages.
 
 Used by the lm-eval aggregations, the ``glue_average`` evaluate metric, fine-tuning and reports.
-Definitions follow ``protocols.md``: CoLA is Matthews correlation, STS-B Pearson, the rest accuracy
+Definitions follow GLUE's published protocol: CoLA is Matthews correlation, STS-B Pearson, the rest accuracy
 (MRPC/QQP also F1), MNLI matched / mismatched / pooled. Metrics are on a [0, 1] scale.
 """
 

@@ -3,7 +3,7 @@
 A gate has a free parameter ``logit``; ``mu = tanh(logit)``. Training samples
 ``z = clamp(mu + eps + 0.5, 0, 1)`` with ``eps ~ N(0, noise_std^2)``; evaluation uses the
 deterministic ``clamp(mu + 0.5, 0, 1)``. A row or column is removable only when its evaluation gate
-is exactly 0. See ``../shared/notes/protocols.md`` (FineGates).
+is exactly 0. See ``docs/finegates-reference.md``.
 
 Two regularisers live here. ``keep_penalty`` is the FineGates reference term (its value and gradient
 equal ``jsvir/FineGates`` ``SparseLayer.sparsity_loss``). ``open_pressure`` is the removal recipe's

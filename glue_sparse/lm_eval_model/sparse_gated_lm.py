@@ -41,7 +41,6 @@ from sparse_models.checkpoints import (
 )
 
 RESULTS_FILE = "sparse_gated_eval.json"
-STSB_MAX = 5.0
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "fp16": torch.float16}
 

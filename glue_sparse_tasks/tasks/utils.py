@@ -36,7 +36,6 @@ TASK_METRICS: dict[str, tuple[str, ...]] = {
     "wnli": ("acc", "glue_score"),
 }
 
-STSB_CHOICES = tuple(str(i) for i in range(6))
 
 
 def data_source(glue_task: str) -> tuple[str, str]:
