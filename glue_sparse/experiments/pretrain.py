@@ -43,9 +43,13 @@ from glue_sparse.experiments.pretrain_data import (
     train_source,
     validation_texts,
 )
-from glue_sparse.experiments.pretrain_callbacks import PretrainProgressCallback, ValidationCallback, parameter_sizes
+from glue_sparse.experiments.pretrain_callbacks import (
+    PretrainProgressCallback,
+    ValidationCallback,
+    gate_accounting,
+    parameter_sizes,
+)
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic
-from sparse_models.accounting import parameter_accounting
 from sparse_models.sparse_gates import SparseGatesConfig
 from sparse_models.trainer import SparseGatesTrainer
 
@@ -53,6 +57,8 @@ RUN_FILE, OPTIONS_FILE, MODEL_DIR, CHECKPOINTS_DIR = "run.json", "options.json",
 #: FineGates' pre-training choice: every attention projection and the FFN's gate/up; down stays dense
 GATED_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj")
 METHODS, RECIPES, SCHEDULES = ("dense", "gates"), ("removal", "reference"), ("cosine", "linear", "constant")
+#: a dense run has learned context when its validation perplexity is at most this share of the unigram one
+DENSE_FLOOR = 0.5
 #: options that do not change what is trained (a rerun with other values resumes the same run)
 NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "eval_batch_size")
 
@@ -224,8 +230,6 @@ def training_arguments(options: PretrainOptions, steps: int) -> Any:
         seed=options.seed, data_seed=options.seed, dataloader_num_workers=0, bf16=torch.cuda.is_available(),
         use_cpu=not torch.cuda.is_available(),  # so torchrun on CPU processes is data-parallel (gloo)
         disable_tqdm=False,
-        # the main process reads the stream and hands each rank its slice of every global batch: N processes
-        # then train on exactly the batches of one (without it, each rank would iterate the same stream)
         # one lane: the main process reads the stream and hands each rank its slice of every global batch;
         # several: each rank reads its own lanes and accelerate's slicing keeps its part (PackedBlocks)
         accelerator_config={"dispatch_batches": options.data_lanes == 1, "split_batches": False})
@@ -286,7 +290,7 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
     record = {"status": "complete", "options": dataclasses.asdict(options), **counts,
               "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None,
               "world_size": processes.num_processes, "train_seconds_this_session": seconds,
-              "model_config": options.model_config, "tokenizer": tokenizer_record,
+              "tokenizer": tokenizer_record,
               "train_data": {**source.describe(), "lanes": options.data_lanes, "lanes_read_by_main_process": read},
               "validation": {**val_prov.to_dict(), "docs": options.eval_docs},
               "gate_learning_rate": gate_lr, "curve": curve,
@@ -305,10 +309,9 @@ def finish(model: Any, tokenizer: Any, val_texts: list[str], options: PretrainOp
     """Score the final model (pruned for gates) on the validation tokens, save it, account for it."""
     model.eval()
     sizes = parameter_sizes(model)
-    accounting = parameter_accounting(model).to_dict() if options.method == "gates" else None
+    accounting = gate_accounting(model, sizes) if options.method == "gates" else None
     if accounting is not None:
         model = model.merge_and_unload()  # the pruned SparsePrunedForCausalLM
-        accounting["removed_share_of_nonembedding"] = accounting["removed_parameters"] / sizes["nonembedding"]
     final = packed_perplexity(model, tokenizer, val_texts, options.seqlen, options.eval_tokens,
                               options.eval_batch_size, device=str(next(model.parameters()).device))
     if main_process:
@@ -322,13 +325,13 @@ def finish(model: Any, tokenizer: Any, val_texts: list[str], options: PretrainOp
     return {"final": {"val_perplexity": final.perplexity, "val_nll": final.mean_nll,
                       "tokens_scored": final.tokens_scored, "model": MODEL_DIR,
                       "model_class": type(model).__name__},
-            "unigram_perplexity": unigram, "dense_floor_met": final.perplexity <= 0.5 * unigram,
+            "unigram_perplexity": unigram, "dense_floor_met": final.perplexity <= DENSE_FLOOR * unigram,
             "parameters": sizes, "accounting": accounting,
             "reproduce_perplexity": perplexity_command(options, out)}
 
 
 def perplexity_command(options: PretrainOptions, out: Path) -> str:
-    data = "" if options.eval_data in (None, "hub") else f" --c4-path {options.eval_data}"
+    data = "" if options.eval_data in (None, HUB) else f" --c4-path {options.eval_data}"
     hub = " --no-hub" if not options.hub else ""
     return (f"glue-sparse perplexity --model {out / MODEL_DIR} --protocols packed --seqlen {options.seqlen} "
             f"--token-budget {options.eval_tokens} --eval-docs {options.eval_docs}{data}"

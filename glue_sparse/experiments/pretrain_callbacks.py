@@ -24,6 +24,7 @@ class ValidationCallback(TrainerCallback):
         self.texts, self.tokenizer, self.seqlen, self.tokens = list(texts), tokenizer, seqlen, tokens
         self.batch_size, self.every, self.tokens_per_step = batch_size, every, tokens_per_step
         self.last: dict[str, Any] | None = None
+        self.sizes: dict[str, int] | None = None  # the dense counts: fixed for the whole run
 
     def on_train_begin(self, args, state, control, **kwargs):
         points = [e for e in state.log_history if "val_perplexity" in e]
@@ -43,38 +44,44 @@ class ValidationCallback(TrainerCallback):
         result = packed_perplexity(model, self.tokenizer, self.texts, self.seqlen, self.tokens, self.batch_size,
                                    device=str(next(model.parameters()).device))
         model.train(was_training)
+        self.sizes = self.sizes or parameter_sizes(model)
         tokens = step * self.tokens_per_step
-        point = {"step": step, "tokens": tokens, "train_flops": 6 * _flop_parameters(model) * tokens,
+        # N of the 6·N·T training-FLOPs estimate (Kaplan et al.; the attention n_ctx term left out): every dense
+        # weight but the input embedding, whose lookup is no matmul. Gates do not cut training compute: a gated
+        # twin trains the full matrices, so it is counted as its dense twin.
+        flop_parameters = self.sizes["total"] - self.sizes["input_embedding"]
+        point = {"step": step, "tokens": tokens, "train_flops": 6 * flop_parameters * tokens,
                  "val_perplexity": result.perplexity, "val_nll": result.mean_nll}
         if sparse_gates_tuner(model) is not None:
-            accounting = parameter_accounting(model)
-            point.update(closed_share_of_gated=accounting.closed_share_of_gated,
-                         removed_share_of_gated=accounting.removed_share_of_gated,
-                         removed_share_of_nonembedding=accounting.removed_parameters
-                         / parameter_sizes(model)["nonembedding"],
-                         removed_share_of_total=accounting.removed_share_of_total,
-                         removed_parameters=accounting.removed_parameters)
+            accounting = gate_accounting(model, self.sizes)
+            point.update({key: accounting[key] for key in CURVE_ACCOUNTING})
         return point
 
 
-def _flop_parameters(model: Any) -> int:
-    """N of the 6·N·T training-FLOPs estimate (Kaplan et al.; the attention n_ctx term left out): every
-    dense weight but the input embedding, whose lookup is no matmul. Gates do not cut training compute:
-    a gated twin trains the full matrices, so it is counted as its dense twin."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    embedding = base.get_input_embeddings().weight
-    return sum(p.numel() for n, p in base.named_parameters() if "sparse_gates_" not in n and p is not embedding)
+#: what each curve point records of ``gate_accounting``
+CURVE_ACCOUNTING = ("closed_share_of_gated", "removed_share_of_gated", "removed_share_of_nonembedding",
+                    "removed_share_of_total", "removed_parameters")
 
 
 def parameter_sizes(model: Any) -> dict[str, int]:
-    """Dense parameter counts: all, the two embedding matrices (input and untied output), the rest."""
+    """Dense parameter counts: all, the input embedding, both embedding matrices (input and untied
+    output), and the rest (non-embedding)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    embeddings = base.get_input_embeddings().weight.numel()
+    input_embedding = base.get_input_embeddings().weight
+    embeddings = input_embedding.numel()
     head = base.get_output_embeddings()
-    if head is not None and head.weight.data_ptr() != base.get_input_embeddings().weight.data_ptr():
+    if head is not None and head.weight.data_ptr() != input_embedding.data_ptr():
         embeddings += head.weight.numel()
     total = sum(p.numel() for n, p in base.named_parameters() if "sparse_gates_" not in n)
-    return {"total": total, "embeddings": embeddings, "nonembedding": total - embeddings}
+    return {"total": total, "input_embedding": input_embedding.numel(), "embeddings": embeddings,
+            "nonembedding": total - embeddings}
+
+
+def gate_accounting(model: Any, sizes: dict[str, int]) -> dict[str, Any]:
+    """``parameter_accounting`` of a gated model, plus the removed share of its non-embedding parameters."""
+    accounting = parameter_accounting(model).to_dict()
+    accounting["removed_share_of_nonembedding"] = accounting["removed_parameters"] / sizes["nonembedding"]
+    return accounting
 
 
 class PretrainProgressCallback(QuietProgressCallback):

@@ -111,8 +111,7 @@ def validation_texts(spec: str | None, data_dir: str | None, docs: str, source: 
                      use_hub: bool = True) -> tuple[list[str], Any]:
     """The fixed validation documents (``--eval-data``: one file, ``hub`` for the Hub's C4 validation
     shard 0, or None for the local sample) and their provenance; refused where they overlap training."""
-    texts, prov = load_c4_texts(data_dir, None if spec in (None, HUB) else spec,
-                                use_hub=use_hub or spec == HUB)
+    texts, prov = load_c4_texts(data_dir, None if spec in (None, HUB) else spec, use_hub=use_hub)
     window = doc_range(docs, "--eval-docs")
     chosen = texts[window]
     if not chosen:

@@ -90,7 +90,7 @@ class SparseGatesConfig(PeftConfig):
         default=True,
         metadata={"help": "True: the recipe's initialisation (init_mean, init_std; the gated model starts as the base "
                           "model). False: logits N(0, NON_IDENTITY_INIT_STD), so gates start fractional: the gated "
-                          "model differs from the base one and every gate has a gradient at once. As PEFT's "
+                          "model differs from the base one and nearly every gate has a gradient at once. As PEFT's "
                           "init_weights=False for other methods, for tests of the generic tuner contract."},
     )
     noise_std: float = field(default=0.1, metadata={"help": "Std of the Gaussian gate noise in training."})

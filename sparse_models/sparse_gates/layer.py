@@ -38,7 +38,8 @@ class SparseGatesLayer(BaseTunerLayer):
         self.track_importance = False
         self._disable_adapters = False
         self.merged_adapters: list[str] = []
-        self._unmerged: dict[str, tuple[torch.Tensor, Optional[torch.Tensor]]] = {}
+        #: (weight, bias) from before the first merge, which ``unmerge`` restores
+        self._before_merge: tuple[torch.Tensor, Optional[torch.Tensor]] | None = None
         inner = self.get_base_layer()
         if isinstance(inner, nn.Linear):
             self.in_features, self.out_features = inner.in_features, inner.out_features
@@ -100,10 +101,6 @@ class SparseGatesLayer(BaseTunerLayer):
         return col.detach(), row.detach()
 
 
-#: where ``Linear`` keeps the weights from before its first merge
-BEFORE_MERGE = "before_merge"
-
-
 class Linear(nn.Module, SparseGatesLayer):
     """Sparse gates around an ``nn.Linear`` or GPT-2 ``Conv1D`` (possibly already wrapped by LoRA)."""
 
@@ -127,9 +124,8 @@ class Linear(nn.Module, SparseGatesLayer):
         if isinstance(self.base_layer, BaseTunerLayer):
             self.base_layer.merge(safe_merge=safe_merge, adapter_names=adapter_names)
         inner = self.get_base_layer()
-        if BEFORE_MERGE not in self._unmerged:
-            self._unmerged[BEFORE_MERGE] = (inner.weight.data.clone(),
-                                            None if inner.bias is None else inner.bias.data.clone())
+        if self._before_merge is None:
+            self._before_merge = (inner.weight.data.clone(), None if inner.bias is None else inner.bias.data.clone())
         for name in adapter_names:
             col, row = self.eval_gates([name])
             weight = inner.weight.data
@@ -150,7 +146,8 @@ class Linear(nn.Module, SparseGatesLayer):
             warnings.warn("Already unmerged. Nothing to do.")
             return
         inner = self.get_base_layer()
-        weight, bias = self._unmerged.pop(BEFORE_MERGE)
+        weight, bias = self._before_merge
+        self._before_merge = None
         inner.weight.data = weight
         if bias is not None:
             inner.bias.data = bias
