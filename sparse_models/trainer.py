@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 
 from glue_sparse_tasks import scoring
 from sparse_models.accounting import parameter_accounting
@@ -66,6 +66,29 @@ class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
     def __iter__(self):
         self.generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         return super().__iter__()
+
+
+class EvaluateBeforeCheckpointCallback(TrainerCallback):
+    """Moves an epoch's evaluation into the epoch's last step, ahead of that step's checkpoint.
+
+    With ``eval_strategy="epoch"`` and ``save_strategy="steps"``, a save step that ends an epoch writes
+    its checkpoint before the Trainer evaluates at the epoch's end. A run resumed from it then lacks that
+    evaluation in its log history, and its restored RNG state predates the random draws of the
+    evaluation (the eval loader's seed draw), so the next epoch's dropout and gate noise differ. Evaluated
+    first, the checkpoint holds both. The epoch's end then skips the evaluation it would repeat.
+    """
+
+    def __init__(self) -> None:
+        self._evaluated_at: int | None = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.eval_strategy == IntervalStrategy.EPOCH and state.epoch is not None and float(state.epoch).is_integer():
+            control.should_evaluate = True  # state.epoch is exactly an integer on an epoch's last step only
+            self._evaluated_at = state.global_step
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self._evaluated_at == state.global_step:
+            control.should_evaluate = False
 
 
 class RemovalCallback(TrainerCallback):
@@ -161,6 +184,7 @@ class SparseGatesTrainer(Trainer):
         self.gates_final = masks_fixed
         self._sparsity_sum = 0.0
         self._sparsity_count = 0
+        self.add_callback(EvaluateBeforeCheckpointCallback())
         config = self.gates_config()
         if config is not None and config.target_removal is not None and not masks_fixed:
             self.add_callback(RemovalCallback(self))

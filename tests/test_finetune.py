@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -153,39 +155,67 @@ def test_bad_input_fails_before_training(tiny_base, glue_fixture_dir, tmp_path):
     assert replaced["seed"] == 2
 
 
-@pytest.mark.parametrize("save_steps, stop_at, resume_from", [
-    (None, 7, 5),  # killed in epoch 2: the newest checkpoint is epoch 1's (the issue's epoch-boundary case)
-    (7, 9, 7),  # killed in epoch 2 after a mid-epoch checkpoint
+KILL_RUN = dict(train_limit=16, epochs=2, batch_size=4, save_steps=2, logging_steps=1)  # 4 steps an epoch
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_base, glue_fixture_dir, tmp_path_factory):
+    """One uninterrupted run per method, shared by the kill cases."""
+    runs: dict[str, Path] = {}
+
+    def run(method: str, **kw) -> Path:
+        key = json.dumps([method, kw], sort_keys=True)
+        if key not in runs:
+            out = tmp_path_factory.mktemp("uninterrupted")
+            run_finetune(_config(tiny_base, method=method, **{**KILL_RUN, **kw}), out, data_dir=str(glue_fixture_dir),
+                         use_hub=False)
+            runs[key] = out / "rte"
+        return runs[key]
+    return run
+
+
+@pytest.mark.parametrize("method, kill_at, resume_from, kw", [
+    # killed in epoch 2 before any of its checkpoints: the newest is at epoch 1's last step (the issue's case)
+    ("gates", 5, 4, {}),
+    ("gates+lora", 5, 4, {"removal_score": "taylor"}),  # the Taylor sums must survive the kill too
+    ("full", 5, 4, {}),
+    # killed in epoch 2 after a mid-epoch checkpoint
+    ("gates", 7, 6, {}),
+    ("gates+lora", 7, 6, {"removal_score": "taylor"}),
+    ("full", 7, 6, {}),
+    ("gates", 7, 4, {"save_steps": None}),  # checkpoints at epoch ends only
 ])
-def test_resume_in_a_later_epoch_equals_uninterrupted(save_steps, stop_at, resume_from, tiny_base, glue_fixture_dir,
-                                                      tmp_path):
-    """Same adapter weights and the same evaluations in run.json as an uninterrupted run: the epoch order
-    is seeded by (seed, epoch), and the removal schedule's Taylor sums travel with the checkpoint."""
-    import shutil
+def test_killed_in_a_later_epoch_and_resumed_equals_uninterrupted(method, kill_at, resume_from, kw, uninterrupted,
+                                                                 tiny_base, glue_fixture_dir, tmp_path):
+    """A process killed with SIGKILL inside epoch 2 and resumed ends with the uninterrupted run's weights
+    (to 1e-6) and every one of its evaluations in run.json."""
+    import subprocess
+    import sys
 
     from safetensors.torch import load_file
 
-    kw = dict(train_limit=40, epochs=3, task="rte", method="gates+lora", save_steps=save_steps, logging_steps=1,
-              removal_score="taylor")  # the ranking whose state (the Taylor sums) must survive the restart
+    from tests.conftest import REPO
+
     data = str(glue_fixture_dir)
-    full = run_finetune(_config(tiny_base, **kw), tmp_path / "a", data_dir=data, use_hub=False)
-
-    class KillAt(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step == stop_at:
-                control.should_training_stop = True
-
-    run_finetune(_config(tiny_base, **kw), tmp_path / "b", data_dir=data, callbacks=[KillAt()], use_hub=False,
-                 keep_checkpoints=True)
-    checkpoints = tmp_path / "b" / "rte" / "checkpoints"
-    # a graceful stop also evaluates and saves at the stop; a killed process would not have: drop it
-    shutil.rmtree(checkpoints / f"checkpoint-{stop_at}", ignore_errors=True)
-    assert sorted(p.name for p in checkpoints.iterdir())[-1] == f"checkpoint-{resume_from}"
-    resumed = run_finetune(_config(tiny_base, **kw), tmp_path / "b", data_dir=data, resume=True, use_hub=False)
+    config = _config(tiny_base, method=method, **{**KILL_RUN, **kw})
+    command = [sys.executable, "-m", "tests.kill_at_step", json.dumps(dataclasses.asdict(config)), str(tmp_path), data,
+               str(kill_at)]
+    killed = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    task_dir = tmp_path / "rte"
+    assert not (task_dir / "run.json").exists()
+    assert sorted(p.name for p in (task_dir / "checkpoints").iterdir())[-1] == f"checkpoint-{resume_from}"
+    resumed = run_finetune(config, tmp_path, data_dir=data, resume=True, use_hub=False)
     assert resumed["resumed_from_step"] == resume_from
-    assert [_quality(e) for e in resumed["epochs"]] == [_quality(e) for e in full["epochs"]]
-    assert [round(e["epoch"]) for e in resumed["epochs"]] == [1, 2, 3]
-    a = load_file(str(tmp_path / "a" / "rte" / "adapter_model.safetensors"))
-    b = load_file(str(tmp_path / "b" / "rte" / "adapter_model.safetensors"))
-    for key in a:
-        torch.testing.assert_close(b[key], a[key], rtol=0, atol=1e-6)
+    reference = uninterrupted(method, **kw)
+    expected = json.loads((reference / "run.json").read_text())
+    assert [round(e["epoch"]) for e in resumed["epochs"]] == [1, 2]
+    assert [_quality(e) for e in resumed["epochs"]] == [_quality(e) for e in expected["epochs"]]
+    assert _quality(resumed["final_metrics"]) == _quality(expected["final_metrics"])
+    weights = sorted(p.name for p in reference.glob("*.safetensors"))
+    assert weights and weights == sorted(p.name for p in task_dir.glob("*.safetensors"))
+    for name in weights:
+        a, b = load_file(str(reference / name)), load_file(str(task_dir / name))
+        assert a.keys() == b.keys()
+        for key in a:
+            torch.testing.assert_close(b[key], a[key], rtol=0, atol=1e-6, msg=f"{name}: {key}")
