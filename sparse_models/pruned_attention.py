@@ -57,7 +57,8 @@ class HeadPrunedAttention(nn.Module):
         index = self._kv_index(key.device)
         key, value = key.index_select(1, index), value.index_select(1, index)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, stock.eager_attention_forward)
-        window = self.sliding_window if hasattr(self, "sliding_window") else getattr(self.config, "sliding_window", None)
+        window = (self.sliding_window if hasattr(self, "sliding_window")
+                  else getattr(self.config, "sliding_window", None))
         if window is not None:  # Mistral, Qwen2/3: their attention passes its window to the kernel
             kwargs.setdefault("sliding_window", window)
         output, weights = attend(self, query, key, value, attention_mask,

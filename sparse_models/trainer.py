@@ -32,6 +32,7 @@ from sparse_models.removal import (
     track_importance,
 )
 from sparse_models.sparse_gates import SparseGatesModel
+from sparse_models.sparse_gates.layer import GATE_LOGIT_NAMES
 
 IMPORTANCE_FILE = "removal_importance.safetensors"  # saved beside each Trainer checkpoint
 #: Every trainable tensor, saved beside a checkpoint when the backbone trains (gates+full, magnitude):
@@ -226,7 +227,8 @@ class SparseGatesTrainer(Trainer):
         optimizer = super().create_optimizer(*args, **kwargs)
         if self.gate_learning_rate is None or getattr(optimizer, "_gate_group", False):
             return optimizer
-        gate_ids = {id(p) for n, p in self.model.named_parameters() if "sparse_gates_" in n and p.requires_grad}
+        gate_ids = {id(p) for n, p in self.model.named_parameters()
+                    if any(g in n for g in GATE_LOGIT_NAMES) and p.requires_grad}
         gate_params = []
         for group in optimizer.param_groups:
             gate_params += [p for p in group["params"] if id(p) in gate_ids]

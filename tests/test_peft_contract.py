@@ -1,7 +1,8 @@
-"""PEFT's generic tuner contract for sparse gates (issue #38, causes 1-5): ``adapter_names`` is honoured
+"""PEFT's generic tuner contract for sparse gates (issue #38, causes 1-7): ``adapter_names`` is honoured
 when merging and pruning, unmerge after several merges restores the weights, ``safe_merge`` uses PEFT's
-wording, layers gated on an eval-mode model start in eval mode, and a model without a transformers
-config merges per matrix as LoRA does."""
+wording, layers gated on an eval-mode model start in eval mode, a model without a transformers config
+merges per matrix as LoRA does, each adapter owns its bias delta, ``init_weights=False`` starts gates
+fractional, and what PEFT's generic tests (``test_peft_generic``) cannot check for gates with LoRA inside."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from torch import nn
 
 from sparse_models import SparseGatesConfig
 from sparse_models.sparse_gates import SparseGatesLayer
-from tests.tiny_models import VOCAB, tiny_bert, tiny_llama
+from tests.tiny_models import VOCAB, tiny_bert, tiny_gpt2, tiny_llama
 
 
 def _randomise(model, adapter: str, seed: int) -> None:
@@ -133,3 +134,99 @@ def test_init_weights_false_starts_gates_fractional_so_one_step_moves_every_adap
             assert sum(moved) / len(moved) < 0.05, moved
         else:  # a few gates start, or are pushed by the noise, past the clamp edge: nearly all move
             assert min(moved) > 0.5 and sum(moved) / len(moved) > 0.9, moved
+
+
+@pytest.mark.parametrize("model_id", ["gpt2", "MLP"])
+def test_gates_with_lora_inside_train_both_and_nothing_else(model_id):
+    """PEFT's generic training check, for an adapter whose tensors carry two prefixes (sparse_gates_ and
+    lora_): every trainable adapter tensor gets a gradient, no base weight does."""
+    from tests.peft_generic.local_models import TASK_TYPES, LocalModels
+
+    targets = ["lin0", "lin1"] if model_id == "MLP" else None
+    config = SparseGatesConfig(init_weights=False, target_modules=targets, task_type=TASK_TYPES[model_id],
+                               lora_config={"r": 4, "init_lora_weights": False})
+    model = peft.get_peft_model(LocalModels.from_pretrained(model_id), config)
+    model.add_adapter("other", config)  # an inactive adapter must stay without gradients
+    inputs = {"X": torch.arange(90).view(9, 10)} if model_id == "MLP" else {"input_ids": IDS}
+    model(**inputs)[0].sum().backward()
+    kinds = set()
+    for name, param in model.named_parameters():
+        adapter = ("sparse_gates_" in name or "lora_" in name) and ".default" in name
+        assert (param.grad is not None) == (adapter and param.requires_grad), name
+        if param.grad is not None:
+            kinds.add("lora" if "lora_" in name else "gates")
+    assert kinds == {"lora", "gates"}
+
+
+def _two_adapters_with_bias_deltas():
+    """A tiny GPT-2 (every gated Conv1D has a bias) with two adapters whose gates and bias deltas differ."""
+    base = tiny_gpt2(seed=2)
+    model = peft.get_peft_model(copy.deepcopy(base), SparseGatesConfig(task_type="CAUSAL_LM", target_removal=0.3))
+    model.add_adapter("other", SparseGatesConfig(task_type="CAUSAL_LM", target_removal=0.3))
+    g = torch.Generator().manual_seed(7)
+    for adapter, seed in (("default", 1), ("other", 2)):
+        _randomise(model, adapter, seed)
+        for layer in model.modules():
+            if isinstance(layer, SparseGatesLayer):
+                delta = layer.sparse_gates_bias[adapter]
+                delta.data = torch.randn(delta.shape, generator=g)  # as if trained
+    return base, model.eval()
+
+
+def test_each_adapter_owns_its_bias_delta_so_adapters_stay_independent():
+    """Cause 6: the default trains a zero-initialised bias delta per adapter (bias_delta), not the wrapped
+    layers' own biases, so a second adapter is allowed, disable_adapter() gives the base model exactly, and
+    the wrapped biases never change."""
+    base, model = _two_adapters_with_bias_deltas()
+    config = model.peft_config["default"]
+    assert config.bias == "none" and config.bias_delta is True
+    wrapped = {n: p.detach().clone() for n, p in model.named_parameters() if n.endswith("base_layer.bias")}
+    assert wrapped and not any(p.requires_grad for n, p in model.named_parameters() if n.endswith("base_layer.bias"))
+    with torch.no_grad():
+        base_logits = base(input_ids=IDS).logits
+        with model.disable_adapter():
+            torch.testing.assert_close(model(input_ids=IDS).logits, base_logits, rtol=0, atol=0)
+        default = model(input_ids=IDS).logits
+        model.base_model.set_adapter("other")
+        other = model(input_ids=IDS).logits
+    assert not torch.allclose(default, other, atol=1e-4)
+    assert all(torch.equal(p, wrapped[n]) for n, p in model.named_parameters() if n in wrapped)
+
+
+@pytest.mark.parametrize("layout", ["keep", "remove"])
+def test_bias_deltas_fold_into_merged_and_pruned_models(layout):
+    base, model = _two_adapters_with_bias_deltas()
+    for adapters in (["default"], ["other", "default"]):
+        model.base_model.set_adapter(adapters)
+        with torch.no_grad():
+            gated = model(input_ids=IDS).logits
+        for prune in (False, True):
+            merged = copy.deepcopy(model).merge_and_unload(adapter_names=adapters, prune=prune, layout=layout)
+            with torch.no_grad():
+                torch.testing.assert_close(merged(input_ids=IDS).logits, gated, rtol=1e-4, atol=1e-5)
+
+
+def test_bias_delta_is_an_adapter_tensor_saved_loaded_and_frozen_for_inference(tmp_path):
+    base, model = _two_adapters_with_bias_deltas()
+    model.base_model.set_adapter("default")
+    with torch.no_grad():
+        expected = model(input_ids=IDS).logits
+    model.save_pretrained(str(tmp_path))
+    loaded = peft.PeftModel.from_pretrained(copy.deepcopy(base), str(tmp_path)).eval()  # inference mode
+    assert not any(p.requires_grad for p in loaded.parameters())
+    assert any("sparse_gates_bias" in n for n, _ in loaded.named_parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, expected, rtol=0, atol=0)
+
+
+def test_the_reference_in_place_bias_rule_stays_possible_with_one_adapter():
+    """bias='sparse_gates_only' trains the wrapped biases in place, as the FineGates reference does; as
+    PEFT's 'lora_only', that allows one adapter, and PEFT refuses a second in one line."""
+    model = peft.get_peft_model(tiny_gpt2(seed=2), SparseGatesConfig(task_type="CAUSAL_LM", bias="sparse_gates_only"))
+    assert model.peft_config["default"].bias_delta is False
+    assert all(p.requires_grad for n, p in model.named_parameters() if n.endswith("base_layer.bias"))
+    assert not any("sparse_gates_bias" in n for n, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="supports only 1 adapter with bias"):
+        model.add_adapter("other", SparseGatesConfig(task_type="CAUSAL_LM", bias="sparse_gates_only"))
+    with pytest.raises(ValueError, match="bias_delta=True and bias='sparse_gates_only' would both train"):
+        SparseGatesConfig(bias="sparse_gates_only", bias_delta=True)

@@ -15,6 +15,7 @@ from glue_sparse.experiments.finetune import run_finetune
 from glue_sparse.experiments.finetune_config import FinetuneConfig, FinetuneConfigError
 from sparse_models import SparseGatesConfig, parameter_accounting
 from sparse_models.removal import RemovalSchedule, close_lowest, gate_logits, magnitude_scores, random_scores
+from sparse_models.sparse_gates.layer import GATE_LOGIT_NAMES
 from tests.tiny_models import BUILDERS, TASK_TYPES, save_tiny_classifier
 
 
@@ -128,7 +129,7 @@ def _gate_evals(task_dir):
 
     tensors = load_file(str(task_dir / "adapter_model.safetensors"))
     return torch.cat([torch.clamp(torch.tanh(t) + 0.5, 0, 1).flatten() for k, t in tensors.items()
-                      if "sparse_gates_" in k])
+                      if any(g in k for g in GATE_LOGIT_NAMES)])
 
 
 @pytest.mark.parametrize("method, score", [("gates", None), ("gates+lora", None), ("gates", "taylor"),

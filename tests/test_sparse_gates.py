@@ -409,8 +409,8 @@ def test_adapter_saves_only_trained_tensors_and_restores_exactly(tmp_path):
     set_gate_pattern(model)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("base_layer.bias"):
-                p.add_(0.5)  # "trained" biases must travel with the adapter
+            if "sparse_gates_bias" in name:
+                p.add_(0.5)  # "trained" bias deltas must travel with the adapter
     model.eval()
     inputs = _inputs()
     with torch.no_grad():
@@ -435,7 +435,7 @@ def test_gates_plus_lora_train_save_and_prune(tmp_path):
                                 SparseGatesConfig(task_type="SEQ_CLS", lora_config=LoraConfig(r=4, lora_alpha=8)))
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert any("lora_A" in n for n in trainable) and any("sparse_gates_col" in n for n in trainable)
-    assert any(n.endswith("base_layer.bias") for n in trainable)
+    assert any("sparse_gates_bias" in n for n in trainable)  # the gated biases, as one delta per adapter
     set_gate_pattern(model)
     with torch.no_grad():
         for name, p in model.named_parameters():

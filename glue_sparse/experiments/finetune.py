@@ -145,7 +145,8 @@ def _build_model(config: FinetuneConfig, hp: dict[str, Any], base: str) -> Any:
         {"target_removal": hp["target_removal"], "removal_score": hp["removal_score"]}
     gated = peft.get_peft_model(model, SparseGatesConfig(
         task_type="SEQ_CLS", sparsity_lambda=hp["sparsity_lambda"], reg_sigma=hp["reg_sigma"], lora_config=lora,
-        modules_to_save=head_extra, **gate_options))
+        modules_to_save=head_extra, bias_delta=config.method not in BACKBONE_METHODS,  # else biases train in place
+        **gate_options))
     if config.method in BACKBONE_METHODS:
         _train_every_weight(gated)
     return gated
@@ -213,7 +214,8 @@ def _magnitude_model(source: Path, target_removal: float) -> Any:
 
 
     model = AutoModelForSequenceClassification.from_pretrained(str(source))
-    model = peft.get_peft_model(model, SparseGatesConfig(task_type="SEQ_CLS", target_removal=target_removal))
+    model = peft.get_peft_model(model, SparseGatesConfig(task_type="SEQ_CLS", target_removal=target_removal,
+                                                         bias_delta=False))  # the biases train in place
     close_lowest(model, target_removal, scores=magnitude_scores(model), snap_open=True)
     freeze_gates(model)
     _train_every_weight(model)

@@ -174,7 +174,7 @@ def build_model(options: PretrainOptions, tokenizer: Any) -> torch.nn.Module:
             if options.recipe == "removal" else
             {"target_sparsity": options.target_sparsity, "sparsity_lambda": options.sparsity_lambda})
     gated = peft.get_peft_model(model, SparseGatesConfig(task_type="CAUSAL_LM", target_modules=list(GATED_MODULES),
-                                                         bias="none", **goal))
+                                                         bias_delta=False, **goal))  # the biases train anyway
     for parameter in gated.parameters():
         parameter.requires_grad_(True)  # pre-training: the backbone trains with its gates
     return gated

@@ -100,8 +100,16 @@ class SparseGatesConfig(PeftConfig):
                           "not the noise std). None is read as 0.5."},
     )
     bias: str = field(
-        default="sparse_gates_only",
-        metadata={"help": "Which biases train: 'sparse_gates_only' (those of gated layers), 'none' or 'all'."},
+        default="none",
+        metadata={"help": "Which base biases train in place: 'none', 'sparse_gates_only' (those of the gated layers, "
+                          "as the FineGates reference does; one adapter per model, as PEFT's 'lora_only') or 'all'."},
+    )
+    bias_delta: Optional[bool] = field(
+        default=None,
+        metadata={"help": "Each adapter trains its own zero-initialised bias delta on every gated layer that has a "
+                          "bias (sparse_gates_bias): the reference's bias training, kept per adapter, so adapters "
+                          "stay independent and disable_adapter() gives the base model exactly. None: on when "
+                          "bias='none' (the default), off otherwise."},
     )
     fan_in_fan_out: bool = field(
         default=False, metadata={"help": "Set automatically for GPT-2 Conv1D layers (weight stored as in x out)."}
@@ -150,6 +158,11 @@ class SparseGatesConfig(PeftConfig):
             raise ValueError(f"reg_sigma must be > 0, got {self.reg_sigma!r}")
         if self.bias not in BIAS_CHOICES:
             raise ValueError(f"bias must be one of {BIAS_CHOICES}, got {self.bias!r}")
+        if self.bias_delta is None:
+            self.bias_delta = self.bias == "none"
+        if self.bias_delta and self.bias != "none":
+            raise ValueError(f"bias_delta=True and bias={self.bias!r} would both train the gated layers' biases; "
+                             "use bias_delta (per adapter) or the in-place bias rule, not both")
         if self.lora_config is not None and not isinstance(self.lora_config, dict):
             self.lora_config = self.lora_config.to_dict()
         if self.lora_config is not None:

@@ -15,20 +15,25 @@ from sparse_models.sparse_gates.config import NON_IDENTITY_INIT_STD, SparseGates
 from sparse_models.sparse_gates.functional import gated_frozen_linear
 
 ADAPTER_MARKERS = ("sparse_gates_", "lora_", ".modules_to_save.")
+GATE_LOGIT_NAMES = ("sparse_gates_row", "sparse_gates_col")
+"""The gate logits among an adapter's tensors (its bias deltas, ``sparse_gates_bias``, are not gates)."""
 """Substrings of the names of adapter tensors (gate logits, LoRA matrices, PEFT's head copies): what an
 adapter adds to a dense model, so what dense counts leave out and adapter counts include."""
 
 
 class SparseGatesLayer(BaseTunerLayer):
-    """Holds the row and column gate logits per adapter; the wrapped layer stays frozen."""
+    """Holds the row and column gate logits, and optionally a bias delta, per adapter; the wrapped layer
+    stays frozen."""
 
-    adapter_layer_names = ("sparse_gates_row", "sparse_gates_col")
+    adapter_layer_names = (*GATE_LOGIT_NAMES, "sparse_gates_bias")
     other_param_names = ("noise_std",)
 
     def __init__(self, base_layer: nn.Module, **kwargs: Any) -> None:
         self.base_layer = base_layer
         self.sparse_gates_row = nn.ParameterDict({})
         self.sparse_gates_col = nn.ParameterDict({})
+        #: per adapter with ``bias_delta``, added to the wrapped layer's bias before that adapter's row gates
+        self.sparse_gates_bias = nn.ParameterDict({})
         self.noise_std: dict[str, float] = {}
         #: per adapter, running sums of |dL/dz * z| per row / column gate while tracking is on (see
         #: ``sparse_models.removal.track_importance``); plain tensors, not saved with the adapter
@@ -52,16 +57,42 @@ class SparseGatesLayer(BaseTunerLayer):
         mean, std = (config.init_mean, config.init_std) if config.init_weights else (0.0, NON_IDENTITY_INIT_STD)
         self.sparse_gates_row[adapter_name] = nn.Parameter(gates.init_gate_logits(self.out_features, mean, std))
         self.sparse_gates_col[adapter_name] = nn.Parameter(gates.init_gate_logits(self.in_features, mean, std))
+        base_bias = self.get_base_layer().bias
+        if config.bias_delta and base_bias is not None:
+            self.sparse_gates_bias[adapter_name] = nn.Parameter(torch.zeros_like(base_bias.detach()))
         self.noise_std[adapter_name] = config.noise_std
         self._move_adapter_to_device_of_base_layer(adapter_name)
         self.set_adapter(self.active_adapters, inference_mode=config.inference_mode)
+
+    def set_adapter(self, adapter_names: str | list[str], inference_mode: bool = False) -> None:
+        """PEFT's, and the same for a nested LoRA layer (gates+LoRA), which PEFT's tuner-level
+        ``set_adapter`` does not reach: it visits only this method's layer class."""
+        super().set_adapter(adapter_names, inference_mode=inference_mode)
+        if isinstance(self.base_layer, BaseTunerLayer):
+            self.base_layer.set_adapter(adapter_names, inference_mode=inference_mode)
+
+    def delete_adapter(self, adapter_name: str) -> None:
+        """PEFT's, and the nested LoRA layer's adapter of that name goes too."""
+        super().delete_adapter(adapter_name)
+        if isinstance(self.base_layer, BaseTunerLayer):
+            self.base_layer.delete_adapter(adapter_name)
+            self.base_layer.set_adapter(self.active_adapters)
 
     def gate_vectors(self, training: bool | None = None,
                      adapters: Optional[list[str]] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(column gates, row gates) of ``adapters`` (default: the active ones), multiplied; noisy only
         in training mode."""
+        col, row, _ = self.gates_and_offset(training, adapters)
+        return col, row
+
+    def gates_and_offset(self, training: bool | None = None, adapters: Optional[list[str]] = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """(column gates, row gates, output offset) of ``adapters`` applied one after the other:
+        y = (...((W (x * c) + b + d_1) * r_1 + d_2) * r_2 ...), so y = (W (x * c) + b) * r + offset, with
+        offset = sum_a d_a * prod_{b >= a} r_b over the adapters' bias deltas d (None without any). Merging
+        the adapters in the same order folds exactly this, one adapter after the other."""
         training = self.training if training is None else training
-        col = row = None
+        col = row = offset = None
         for name in (self.active_adapters if adapters is None else adapters):
             if name not in self.sparse_gates_row:
                 continue
@@ -72,11 +103,14 @@ class SparseGatesLayer(BaseTunerLayer):
                 self._record_importance(name, "row", r)
             col = c if col is None else col * c
             row = r if row is None else row * r
+            delta = self.sparse_gates_bias[name] if name in self.sparse_gates_bias else None
+            if offset is not None or delta is not None:
+                offset = (delta if offset is None else offset if delta is None else offset + delta) * r
         if col is None:
             ones_in = torch.ones(self.in_features, device=self.get_base_layer().weight.device)
             ones_out = torch.ones(self.out_features, device=ones_in.device)
-            return ones_in, ones_out
-        return col, row
+            return ones_in, ones_out, None
+        return col, row, offset
 
     def _record_importance(self, adapter: str, side: str, value: torch.Tensor) -> None:
         """First-order (Taylor) importance of each gate: |dL/dz * z|, the loss change its closing would
@@ -99,6 +133,13 @@ class SparseGatesLayer(BaseTunerLayer):
         with torch.no_grad():
             col, row = self.gate_vectors(training=False, adapters=adapters)
         return col.detach(), row.detach()
+
+    def live_rows(self, adapters: Optional[list[str]] = None) -> torch.Tensor:
+        """Which output rows can be non-zero under ``adapters``' evaluation gates: an open row gate, or a
+        bias delta of a later adapter that survives its row gates."""
+        with torch.no_grad():
+            _, row, offset = self.gates_and_offset(training=False, adapters=adapters)
+        return (row > 0) if offset is None else (row > 0) | (offset != 0)
 
 
 class Linear(nn.Module, SparseGatesLayer):
@@ -136,7 +177,12 @@ class Linear(nn.Module, SparseGatesLayer):
                 raise ValueError(f"NaNs detected in the merged weights. The adapter {name} seems to be broken")
             inner.weight.data = folded.contiguous()
             if inner.bias is not None:
-                inner.bias.data = inner.bias.data * row.to(inner.bias.dtype)
+                bias = inner.bias.data
+                if name in self.sparse_gates_bias:
+                    bias = bias + self.sparse_gates_bias[name].detach().to(bias.dtype)
+                if safe_merge and not torch.isfinite(bias).all():
+                    raise ValueError(f"NaNs detected in the merged weights. The adapter {name} seems to be broken")
+                inner.bias.data = bias * row.to(bias.dtype)
             self.merged_adapters.append(name)
 
     def unmerge(self) -> None:
@@ -162,13 +208,20 @@ class Linear(nn.Module, SparseGatesLayer):
             return self.base_layer(x, *args, **kwargs)
         if self.merged:
             return self.base_layer(x, *args, **kwargs)
-        col, row = self.gate_vectors()
+        col, row, offset = self.gates_and_offset()
         inner = self.base_layer
+        gated = [name for name in self.active_adapters if name in self.sparse_gates_row]
+        # one adapter's delta joins the bias inside the fused op (offset = d * r): the op's output is then
+        # the very tensor the next activation keeps, so nothing extra is saved for backward
+        single_delta = offset is not None and len(gated) == 1
         if (self.lean_backward and type(inner) is nn.Linear and not inner.weight.requires_grad and not args
-                and not kwargs and torch.is_grad_enabled() and (col.requires_grad or row.requires_grad)):
-            return gated_frozen_linear(x, inner.weight, inner.bias, col, row)
+                and not kwargs and torch.is_grad_enabled() and (col.requires_grad or row.requires_grad)
+                and (offset is None or single_delta)):
+            bias = inner.bias if offset is None else inner.bias + self.sparse_gates_bias[gated[0]]
+            return gated_frozen_linear(x, inner.weight, bias, col, row)
         result = self.base_layer(x * col.to(x.dtype), *args, **kwargs)
-        return result * row.to(result.dtype)
+        result = result * row.to(result.dtype)
+        return result if offset is None else result + offset.to(result.dtype)
 
     def __repr__(self) -> str:
         return "sparse_gates." + super().__repr__()

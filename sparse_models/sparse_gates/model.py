@@ -59,7 +59,9 @@ class SparseGatesModel(BaseTuner):
         return peft_config
 
     def _prepare_model(self, peft_config: SparseGatesConfig, model: nn.Module) -> None:
-        """For gates+LoRA, inject PEFT's own LoRA first so each gate wraps a LoRA layer."""
+        """For gates+LoRA, inject PEFT's own LoRA first so each gate wraps a LoRA layer. A later adapter's
+        LoRA joins the LoRA layer already inside a gate (one gate layer over one LoRA layer, each holding
+        every adapter), not a new stack around the gate."""
         if not peft_config.lora_config:
             return
         lora = LoraConfig(
@@ -67,13 +69,29 @@ class SparseGatesModel(BaseTuner):
             exclude_modules=peft_config.exclude_modules,
             **peft_config.lora_config,
         )
-        inject_adapter_in_model(lora, model, adapter_name=self._injecting_adapter_name(peft_config))
+        gated = [(name, module) for name, module in model.named_modules() if isinstance(module, SparseGatesLayer)]
+        for name, layer in gated:  # let LoRA see (and extend) what the gate wraps
+            _set_submodule(model, name, layer.base_layer)
+        # PEFT's tuners share their config dict with the model they wrap (model.peft_config): the nested
+        # LoRA would write its LoraConfig into ours, replacing the gates config of a second adapter
+        shared = model.__dict__.pop("peft_config", None)
+        try:
+            inject_adapter_in_model(lora, model, adapter_name=self._injecting)
+        finally:
+            if shared is not None:
+                model.peft_config = shared
+            for name, layer in gated:
+                layer.base_layer = model.get_submodule(name)  # the LoRA layer, now with this adapter too
+                _set_submodule(model, name, layer)
 
-    def _injecting_adapter_name(self, peft_config: SparseGatesConfig) -> str:
-        for name, config in self.peft_config.items():
-            if config is peft_config:
-                return name
-        return "default"
+    def inject_adapter(self, model: nn.Module, adapter_name: str, *args, **kwargs) -> None:
+        """PEFT's injection, remembering which adapter it injects: ``_prepare_model`` names the nested LoRA
+        after it (one config object may serve several adapters, so the config cannot say)."""
+        self._injecting = adapter_name
+        try:
+            super().inject_adapter(model, adapter_name, *args, **kwargs)
+        finally:
+            self._injecting = None
 
     def _create_and_replace(
         self,
@@ -275,6 +293,11 @@ class SparseGatesModel(BaseTuner):
             distinct.setdefault(json.dumps([candidate.records(), candidate.attention_head_sizes], sort_keys=True),
                                 name)
         return {name: candidates[name] for name in distinct.values()}
+
+def _set_submodule(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, module)
+
 
 @contextlib.contextmanager
 def _planning_adapters(model: nn.Module, adapter_names: Optional[list[str]]):

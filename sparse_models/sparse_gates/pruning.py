@@ -240,8 +240,9 @@ def plan_pruning(model: nn.Module) -> PruningPlan:
     closed_rows = total_rows = closed_cols = total_cols = 0
     for name, layer in gated.items():
         col, row = layer.eval_gates()
-        out_mask[name], in_mask[name] = (row > 0).cpu(), (col > 0).cpu()
-        closed_rows += int((row == 0).sum())
+        live = layer.live_rows()
+        out_mask[name], in_mask[name] = live.cpu(), (col > 0).cpu()
+        closed_rows += int((~live).sum())
         closed_cols += int((col == 0).sum())
         total_rows += row.numel()
         total_cols += col.numel()
