@@ -3,7 +3,7 @@
 In BERT-family blocks the attention output and the FFN output go back to the residual width (their
 closed rows removed need a scatter into zeros) and are then added to the residual. Adding the kept rows
 into the residual in one ``index_add`` does both: 0.58 ms against 1.49 ms for the scatter plus add
-(2,048 x 384, 320 rows kept, 1 CPU thread; ``benchmarks/scatter_micro.py``). The sums are the same
+(2,048 x 384, 320 rows kept, 1 CPU thread; ``benchmarks/results/scatter_gather_ab``). The sums are the same
 ``y + r``, so outputs are bit-for-bit those of the scatter. Nothing is stored: a pruned model built
 or loaded from its config gets the fused forward from its structure alone.
 """

@@ -31,12 +31,3 @@ def test_a_subcommand_still_gets_its_dataclass_flags():
     done = subprocess.run([sys.executable, "-m", "glue_sparse.cli.main", "pretrain", "--help"], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and "--target_removal" in done.stdout and "--data_lanes" in done.stdout
-
-
-def test_the_cli_startup_benchmark_runs_at_its_smallest_size():
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "cli_startup.py"
-    done = subprocess.run([sys.executable, str(script), "--runs", "1"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "| `glue-sparse --help` |" in done.stdout and "| `glue-sparse pretrain --help` |" in done.stdout

@@ -22,7 +22,7 @@ NON_IDENTITY_INIT_STD = 0.25
 #: Reference regulariser weight (FineGates GLUE recipe).
 REFERENCE_LAMBDA = 50.0
 #: Removal-mode pull weight: none. Measured: a steady pull at lambda 50 sinks every undefended gate
-#: (median eval gate 0.98 -> 0.30 over the removal steps on CoLA, benchmarks/gate_drift.py), so the
+#: (median eval gate 0.98 -> 0.30 over the removal steps on CoLA, benchmarks/results/capacity_sweep), so the
 #: weights and head train on a shrunken network that the final snap to 0/1 then replaces; gates+full on
 #: CoLA scored MCC 0.00 with it and 0.19 without (benchmarks/results/capacity_sweep). Taylor ranking needs
 #: no pull to rank gates.

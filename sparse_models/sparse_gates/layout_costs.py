@@ -48,7 +48,7 @@ DEFAULT_LAYOUT_TOKENS = 2048
 #: 2-core CPU (at ~316 outputs 313 and 316 ran -10..+4% of 312, and 320 6-12% above it), and 8 suits GPU
 #: tensor cores. 16 kept 1.0-1.9 points more of the gated weights as zeros, and the pruned MiniLM ran
 #: 0.9-4.1% slower than with 8 in all six paired rows of two runs (20/40/60% closed;
-#: benchmarks/alignment_ab.py, results/alignment_ab).
+#: benchmarks/results/alignment_ab).
 DEFAULT_ALIGN = 8
 #: A layout with more index operations must beat a simpler one by this share per extra operation, so
 #: timing noise does not buy index work that saves nothing.
@@ -65,7 +65,7 @@ DEFAULT_LAYOUT_LENGTH = 64
 _ROUNDS = 7
 _MIN_ROUNDS = 3
 #: Rounds of the whole-model check: identical copies of dense MiniLM timed by it differed by a median
-#: 9.5% with 7 rounds and 5.6% with 20 (10 checks each; benchmarks/whole_model_check_noise.py).
+#: 9.5% with 7 rounds and 5.6% with 20 (10 checks each; benchmarks/results/whole_model_check_noise).
 _WHOLE_MODEL_ROUNDS = 20
 #: Seconds the whole-model check may spend timing (beyond its warm-up round): five MiniLM candidates
 #: at 2,048 tokens took 0.18-0.22 s a forward on 2 CPU threads, so 20 rounds take ~20 s.

@@ -1,0 +1,80 @@
+"""The benchmark suite's one entry point: ``python benchmarks/run.py NAME [ARGS...]``.
+
+``python benchmarks/run.py --list`` names every benchmark with what it measures. ARGS go to the
+benchmark as they are. ``--smoke`` runs it at its smallest size instead (what the default test suite
+does, so that no benchmark rots): ``--smoke DATA_DIR OUT_DIR``. Time only on an otherwise idle machine;
+each benchmark prints both sides of what it compares and the ratio.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    script: str
+    measures: str
+    #: arguments of the smallest run; ``{data}`` is a GLUE data folder, ``{out}`` a scratch folder. None: a
+    #: shell script whose smallest run is still hours; its smoke run checks its syntax (the test checks its flags)
+    smoke: tuple[str, ...] | None = ()
+
+
+SUITE: dict[str, Benchmark] = {
+    "pruning-speed": Benchmark(
+        "pruning_speed.py", "dense vs pruned MiniLM CPU latency per closed share and layout (glue-sparse speed)",
+        ("--removed", "0.4", "--batch-sizes", "1", "--batches", "1", "--rounds", "1", "--layouts", "keep",
+         "--data-dir", "{data}", "--output", "{out}/pruning_speed.json")),
+    "lm-eval-throughput": Benchmark(
+        "lm_eval_model_throughput.py", "lm-eval through our classifier model vs a plain transformers loop (SST-2)",
+        ("--data-dir", "{data}", "--repeats", "1")),
+    "cli-startup": Benchmark("cli_startup.py", "glue-sparse --help and subcommand --help vs python -c pass",
+                             ("--runs", "1")),
+    "startup-hook": Benchmark("startup_hook.py", "python start-up with the lazy lm-eval hook on vs off", ("1",)),
+    "aggregation-speed": Benchmark("aggregation_speed.py",
+                                   "our metric aggregations vs lm-eval's bootstrapped ones (CoLA, MRPC)"),
+    "saved-activations": Benchmark("gates_saved_activations.py",
+                                   "bytes autograd keeps per MiniLM training step: full, LoRA, gates",
+                                   ("--batch", "1", "--length", "8")),
+    "gpu-check": Benchmark("gpu_check.py", "the accelerator paths of gates, pruning, the Trainer and lm-eval",
+                           ("--device", "cpu", "--skip-speed", "--out", "{out}/gpu_check.json")),
+    "smollm2-glue": Benchmark("smollm2_glue.py", "packaged SmolLM2-135M on the glue_sparse tasks via the lm_eval CLI",
+                              ("--tasks", "rte", "--limit", "2", "--data-dir", "{data}")),
+    "pretrain-cpu": Benchmark("pretrain_cpu.sh",
+                              "the committed CPU pre-training sweep and twins (results/pretrain_c4_cpu)", None),
+}
+
+
+def command(name: str, args: list[str]) -> list[str]:
+    bench = SUITE[name]
+    runner = ["bash"] if bench.script.endswith(".sh") else [sys.executable]
+    return [*runner, str(HERE / bench.script), *args]
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "--list"):
+        print(__doc__.strip() + "\n")
+        for name, bench in SUITE.items():
+            print(f"  {name:20} {bench.measures}")
+        return 0
+    name, args = argv[0], argv[1:]
+    if name not in SUITE:
+        print(f"benchmarks/run.py: unknown benchmark {name!r}; known: {', '.join(SUITE)}", file=sys.stderr)
+        return 2
+    if args[:1] == ["--smoke"]:
+        if len(args) != 3:
+            print("benchmarks/run.py: --smoke takes DATA_DIR OUT_DIR", file=sys.stderr)
+            return 2
+        if SUITE[name].smoke is None:
+            return subprocess.run(["bash", "-n", str(HERE / SUITE[name].script)]).returncode
+        args = [a.format(data=args[1], out=args[2]) for a in SUITE[name].smoke]
+    return subprocess.run(command(name, args)).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
