@@ -184,3 +184,15 @@ def test_every_package_says_which_layer_it_is(package):
     path = ROOT / package.replace(".", "/") / "__init__.py"
     doc = ast.get_docstring(ast.parse(path.read_text()))
     assert doc and any(word in doc.lower() for word in ("layer", "peft method")), f"{path}: no layer docstring"
+
+
+def test_experiment_modules_do_one_job_each():
+    """Issue #39: no module in glue_sparse/experiments/ is over 350 lines, and no function over 80."""
+    folder = Path(__file__).resolve().parents[1] / "glue_sparse" / "experiments"
+    for path in sorted(folder.glob("*.py")):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 350, f"{path.name}: {len(text.splitlines())} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                assert length <= 80, f"{path.name}:{node.lineno} {node.name} is {length} lines"

@@ -24,7 +24,6 @@ import inspect
 import json
 import os
 import platform
-import time
 from itertools import product
 from pathlib import Path
 from typing import Any, Callable
@@ -37,6 +36,7 @@ from glue_sparse_tasks.atomic import write_json_atomic
 from sparse_models.modeling_sparse_pruned import QueryKeyNarrowedAttention
 from sparse_models.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.pruning import KEEP, REMOVE, ModulePlan, PruningPlan, Side
+from sparse_models.timing import interleaved_rounds
 
 __all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_LENGTH", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides",
            "choose_sides", "choose_whole_model"]
@@ -145,27 +145,12 @@ def _fastest_of_rounds(calls: list[tuple[Callable, Any]], device: torch.device,
 
 def _timed_rounds(calls: list[tuple[Callable, Any]], device: torch.device,
                   budget_s: float | None = None, max_rounds: int = _ROUNDS) -> list[list[float]]:
-    """Seconds of each ``fn(x)`` in every one of ``max_rounds`` rounds (the calls take turns within a round),
-    a warm-up round dropped. With ``budget_s``, fewer rounds (at least ``_MIN_ROUNDS``) when the warm-up
-    round says ``max_rounds`` would take longer: a whole causal LM forward on CPU takes seconds."""
-    samples: list[list[float]] = [[] for _ in calls]
-    rounds, round_index = max_rounds, 0
-    while round_index <= rounds:
-        round_start = time.perf_counter()
-        for i, (fn, x) in enumerate(calls):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            fn(x)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            if round_index:
-                samples[i].append(time.perf_counter() - start)
-        if round_index == 0 and budget_s is not None:
-            per_round = max(time.perf_counter() - round_start, 1e-9)
-            rounds = max(_MIN_ROUNDS, min(max_rounds, int(budget_s / per_round)))
-        round_index += 1
-    return samples
+    """Seconds of each ``fn(x)`` in every one of ``max_rounds`` rounds (the calls take turns within a round,
+    in one order), a warm-up round dropped. With ``budget_s``, fewer rounds (at least ``_MIN_ROUNDS``) when
+    the warm-up round says ``max_rounds`` would take longer: a whole causal LM forward on CPU takes seconds."""
+    steps = [[(lambda f=fn, a=x: f(a))] for fn, x in calls]
+    return interleaved_rounds(steps, max_rounds, [device], alternate=False, budget_s=budget_s,
+                              min_rounds=_MIN_ROUNDS)
 
 
 def choose_sides(plan: PruningPlan, tokens: int = DEFAULT_LAYOUT_TOKENS, dtype: torch.dtype = torch.float32,
