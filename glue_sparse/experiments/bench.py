@@ -23,16 +23,15 @@ from typing import Any
 from glue_sparse.experiments.bench_config import (  # noqa: F401  (also their old home)
     GRID_OVERRIDES,
     LATENCY_TIMINGS,
-    LM_EVAL_METRIC_KEYS,
     PART_FILTERS,
-    RESULTS_FILE,
-    SUPERSEDED_DIR,
-    SUPERSEDED_FILE,
     BenchConfig,
     BenchConfigError,
     MethodSpec,
 )
 from glue_sparse.experiments.bench_store import (  # noqa: F401  (also their old home)
+    RESULTS_FILE,
+    SUPERSEDED_DIR,
+    SUPERSEDED_FILE,
     read_store,
     read_stores,
     row_key,
@@ -48,6 +47,9 @@ from glue_sparse_tasks.scoring import chance_score
 from sparse_models.accounting import parameter_accounting
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
 from sparse_models.trainer import sparse_gates_tuner
+
+LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
+                       "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
 
 
 # --------------------------------------------------------------------------------------- one row

@@ -11,13 +11,6 @@ from typing import Any, Iterator, Mapping
 from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
 from glue_sparse_tasks.errors import UserInputError
 
-RESULTS_FILE = "results.jsonl"
-SUPERSEDED_FILE = "superseded.jsonl"  # rows of an earlier grid or defaults, kept out of the report
-SUPERSEDED_DIR = "superseded"
-LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
-                       "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
-
-
 #: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
 GRID_OVERRIDES = ("seeds", "regimes", "tasks")
 LATENCY_TIMINGS = ("cell", "after")

@@ -11,6 +11,10 @@ from typing import Any
 from glue_sparse.experiments.bench_config import BenchConfig, BenchConfigError
 from glue_sparse_tasks.atomic import write_text_atomic
 
+RESULTS_FILE = "results.jsonl"
+SUPERSEDED_FILE = "superseded.jsonl"  # rows of an earlier grid or defaults, kept out of the report
+SUPERSEDED_DIR = "superseded"
+
 
 def read_store(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a results store; a malformed line is an error naming its line number."""

@@ -156,9 +156,10 @@ def _final_metrics(trainer: Any, epochs: list[dict[str, Any]], config: FinetuneC
     return {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
 
 
-def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: Any, trainer: Any) -> Any:
-    """Write the trained model (a full or masked model as a plain HF folder, an adapter as itself) and
-    return the pruned model to save with ``prune``, or None. Main process only."""
+def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: Any) -> Any:
+    """Write the trained model (gates+full and magnitude as a plain HF folder with the masks folded in,
+    an adapter as itself; full fine-tuning is saved by the Trainer) and return the pruned model to save
+    with ``prune``, or None. Main process only."""
     whole = config.method in BACKBONE_METHODS
     pruned = copy.deepcopy(model).merge_and_unload() if whole and config.prune else None
     if whole:
@@ -292,7 +293,7 @@ def run_finetune(
     if not processes.is_main_process:
         processes.wait_for_everyone()  # the main process writes the run folder; wait for it
         return json.loads((task_dir / RUN_FILE).read_text())
-    pruned = _save_models(model, config, task_dir, tokenizer, trainer)
+    pruned = _save_models(model, config, task_dir, tokenizer)
     record = _run_record(config, hp, ident, trainer, (train, validation), accounting, task_dir, measured, epochs,
                          final, gate_prints)
     if source is not None:

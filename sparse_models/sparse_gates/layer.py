@@ -15,10 +15,10 @@ from sparse_models.sparse_gates.config import NON_IDENTITY_INIT_STD, SparseGates
 from sparse_models.sparse_gates.functional import gated_frozen_linear
 
 ADAPTER_MARKERS = ("sparse_gates_", "lora_", ".modules_to_save.")
+"""Substrings of the names of adapter tensors (gate logits, bias deltas, LoRA matrices, PEFT's head copies):
+what an adapter adds to a dense model, so what dense counts leave out and adapter counts include."""
 GATE_LOGIT_NAMES = ("sparse_gates_row", "sparse_gates_col")
 """The gate logits among an adapter's tensors (its bias deltas, ``sparse_gates_bias``, are not gates)."""
-"""Substrings of the names of adapter tensors (gate logits, LoRA matrices, PEFT's head copies): what an
-adapter adds to a dense model, so what dense counts leave out and adapter counts include."""
 
 
 class SparseGatesLayer(BaseTunerLayer):
@@ -210,14 +210,15 @@ class Linear(nn.Module, SparseGatesLayer):
             return self.base_layer(x, *args, **kwargs)
         col, row, offset = self.gates_and_offset()
         inner = self.base_layer
-        gated = [name for name in self.active_adapters if name in self.sparse_gates_row]
-        # one adapter's delta joins the bias inside the fused op (offset = d * r): the op's output is then
-        # the very tensor the next activation keeps, so nothing extra is saved for backward
-        single_delta = offset is not None and len(gated) == 1
+        bias = inner.bias if isinstance(inner, nn.Linear) else None
+        if offset is not None:
+            # one adapter's delta joins the bias inside the fused op (offset = d * r): the op's output is then
+            # the very tensor the next activation keeps, so nothing extra is saved for backward
+            gated = [name for name in self.active_adapters if name in self.sparse_gates_row]
+            bias = bias + self.sparse_gates_bias[gated[0]] if len(gated) == 1 and bias is not None else None
         if (self.lean_backward and type(inner) is nn.Linear and not inner.weight.requires_grad and not args
                 and not kwargs and torch.is_grad_enabled() and (col.requires_grad or row.requires_grad)
-                and (offset is None or single_delta)):
-            bias = inner.bias if offset is None else inner.bias + self.sparse_gates_bias[gated[0]]
+                and (offset is None or bias is not None)):
             return gated_frozen_linear(x, inner.weight, bias, col, row)
         result = self.base_layer(x * col.to(x.dtype), *args, **kwargs)
         result = result * row.to(result.dtype)

@@ -17,7 +17,7 @@ from transformers import PreTrainedModel
 
 from sparse_models import gates
 from sparse_models.architectures import DEFAULT_TARGET_MODULES, default_target_modules
-from sparse_models.modules import unwrap_gated_model
+from sparse_models.modules import replace_module, unwrap_gated_model
 from sparse_models.sparse_gates.config import SparseGatesConfig
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
 from sparse_models.sparse_gates.layout_costs import (
@@ -71,7 +71,7 @@ class SparseGatesModel(BaseTuner):
         )
         gated = [(name, module) for name, module in model.named_modules() if isinstance(module, SparseGatesLayer)]
         for name, layer in gated:  # let LoRA see (and extend) what the gate wraps
-            _set_submodule(model, name, layer.base_layer)
+            replace_module(model, name, layer.base_layer)
         # PEFT's tuners share their config dict with the model they wrap (model.peft_config): the nested
         # LoRA would write its LoraConfig into ours, replacing the gates config of a second adapter
         shared = model.__dict__.pop("peft_config", None)
@@ -82,7 +82,7 @@ class SparseGatesModel(BaseTuner):
                 model.peft_config = shared
             for name, layer in gated:
                 layer.base_layer = model.get_submodule(name)  # the LoRA layer, now with this adapter too
-                _set_submodule(model, name, layer)
+                replace_module(model, name, layer)
 
     def inject_adapter(self, model: nn.Module, adapter_name: str, *args, **kwargs) -> None:
         """PEFT's injection, remembering which adapter it injects: ``_prepare_model`` names the nested LoRA
@@ -293,11 +293,6 @@ class SparseGatesModel(BaseTuner):
             distinct.setdefault(json.dumps([candidate.records(), candidate.attention_head_sizes], sort_keys=True),
                                 name)
         return {name: candidates[name] for name in distinct.values()}
-
-def _set_submodule(model: nn.Module, name: str, module: nn.Module) -> None:
-    parent, _, child = name.rpartition(".")
-    setattr(model.get_submodule(parent) if parent else model, child, module)
-
 
 @contextlib.contextmanager
 def _planning_adapters(model: nn.Module, adapter_names: Optional[list[str]]):
