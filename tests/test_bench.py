@@ -419,3 +419,22 @@ def test_demo_table_shows_closed_and_removed_and_the_speed_up(finished):
     gates = next(line for line in lines if line.startswith("gates-0.4"))
     assert gates.rstrip().endswith("×") and "%" in gates  # closed and removed shares, then the measured ratio
     assert lines[-1].startswith("chance")
+
+
+def test_demo_table_averages_the_tasks_and_the_headline_reads_the_converged_report(finished, tmp_path):
+    from glue_sparse.experiments.demo import converged_headline, demo_table
+    from glue_sparse_tasks.scoring import primary_metric
+
+    _, store, _ = finished
+    rows = [r for r in read_store(store) if r["task"] in ("rte", "stsb")]
+    lines = demo_table(rows).splitlines()
+    assert "average (2)" in lines[0]
+    first = next(r for r in rows if r["task"] == "rte")
+    mine = [r for r in rows if r["label"] == first["label"]]
+    mean = sum(r["flat_metrics"][f"{r['task']}_{primary_metric(r['task'])}"] for r in mine) / len(mine)
+    assert f"{mean:.3f}" in next(line for line in lines if line.startswith(first["label"]))
+    # the committed converged report: its means for the main job's methods, full first
+    line = converged_headline(["sst2"])
+    assert "5-task average full 67.2," in line and "magnitude r0.3 62.9" in line and "SST2 full 86.6" in line
+    missing = converged_headline(["sst2"], report=tmp_path / "absent.csv")
+    assert "not in this install" in missing

@@ -42,6 +42,11 @@ DEFERRED = {
     ("glue_sparse.cli.main", "glue_sparse.cli.eval"): "lm_eval",
     # the start-up hook (imported in every Python process) defers everything until lm_eval is imported
     ("glue_sparse_tasks.lm_eval_hook", "glue_sparse_tasks"): "lm_eval",
+    # fine-tuning options read the method's numbers when a config resolves, so `finetune --help` loads no torch
+    ("glue_sparse.experiments.finetune_config", "sparse_models"): "torch",
+    # each command module builds its flags from a light options module and imports its runner in run()
+    **{(f"glue_sparse.cli.{command}", "glue_sparse.experiments"): "torch" for command in (
+        "bench", "demo", "finetune", "perplexity", "posttrain", "pretrain", "pretrain_report", "report", "speed")},
 }
 
 

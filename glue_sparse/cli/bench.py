@@ -8,9 +8,9 @@ import logging
 import sys
 from pathlib import Path
 
-from glue_sparse.experiments.bench import GRID_OVERRIDES, BenchConfig, BenchConfigError, read_store, run_bench
+from glue_sparse.experiments.bench_config import GRID_OVERRIDES, BenchConfig, BenchConfigError
+from glue_sparse.experiments.bench_store import read_store
 from glue_sparse.experiments.finetune_config import METHODS
-from glue_sparse.experiments.report import write_report
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,8 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "dirty tree) timed; trains nothing again (run with nothing else on the machine)")
 
 
-def _bench_config(args: argparse.Namespace):
-
+def _bench_config(args: argparse.Namespace) -> BenchConfig:
     raw: dict = {}
     if args.config:
         raw = BenchConfig.load(args.config).to_dict()
@@ -71,6 +70,8 @@ def _bench_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from glue_sparse.experiments.bench import run_bench  # torch and lm-eval: only when the command runs
+    from glue_sparse.experiments.report import write_report
 
     try:
         bench = _bench_config(args)

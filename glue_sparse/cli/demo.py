@@ -1,20 +1,18 @@
-"""``glue-sparse demo``: the README's main job (``scripts/main.sh``)."""
+"""``glue-sparse demo``: the README's main job (``scripts/main.sh``). Every flag is a field of
+``DemoOptions``."""
 
 from __future__ import annotations
 
 import argparse
 
-from glue_sparse.experiments.demo import DEMO_EPOCHS, DEMO_TRAIN_ROWS, run_demo
+from glue_sparse.cli.flags import options_from
+from glue_sparse.experiments.demo_config import DemoOptions
 
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", default="demo_out", help="folder for the demo bench (default demo_out)")
-    p.add_argument("--data-dir", help="GLUE folder (default: $GLUE_SPARSE_DATA_DIR or ../shared/data/glue)")
-    p.add_argument("--train-limit", type=int, default=DEMO_TRAIN_ROWS,
-                   help=f"training rows per task (default {DEMO_TRAIN_ROWS})")
-    p.add_argument("--epochs", type=float, default=DEMO_EPOCHS, help=f"epochs (default {DEMO_EPOCHS:g})")
+PARSER_DATACLASSES = (DemoOptions,)
 
 
 def run(args: argparse.Namespace) -> int:
-    run_demo(args.output, args.data_dir, args.train_limit, args.epochs)
+    from glue_sparse.experiments.demo import run_demo  # torch and lm-eval: only when the command runs
+
+    run_demo(options_from(args, DemoOptions))
     return 0

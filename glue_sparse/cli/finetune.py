@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from glue_sparse.cli.options import options_from
+from glue_sparse.cli.flags import options_from
 from glue_sparse.experiments.finetune_config import TrainingOptions
-from glue_sparse.experiments.finetune_many import plan_finetunes, run_finetunes, summary_table
 
 
 #: What ``glue-sparse finetune`` adds to the fine-tuning options (``TrainingOptions``, whose fields give
@@ -29,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from glue_sparse.experiments.finetune_many import plan_finetunes, run_finetunes, summary_table  # torch
+
     options = options_from(args, TrainingOptions)
     options.report_to = [r for given in options.report_to or () for r in given.split(",") if r]
     plan = plan_finetunes(args.tasks, args.seeds, options, args.output, base_model=args.model,

@@ -1,8 +1,9 @@
 """The ``glue-sparse`` command: the CLI boundary (one error line, exit codes, ``-v``) and the parser.
 Subcommands are listed in ``commands.SUBCOMMANDS``; only the one being run is imported. Each such
 module has ``run``, and ``add_arguments`` for flags of its own; ``PARSER_DATACLASSES``, where present,
-are option dataclasses whose fields become flags (``HfArgumentParser``), so their defaults and help are
-written once, in the experiment layer. ``glue-sparse --help`` imports none of them."""
+are option dataclasses whose fields become flags (``flags.py``, HfArgumentParser's conventions), so their
+defaults and help are written once, in the experiment layer. ``glue-sparse --help`` imports none of the
+command modules, and a command module imports no ML library until its ``run``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import traceback
 from collections.abc import Collection
 
 from glue_sparse.cli.commands import EVAL_HELP, SUBCOMMANDS
+from glue_sparse.cli.flags import add_dataclass_flags
 from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.errors import UserInputError
 
@@ -38,14 +40,10 @@ def build_parser(loaded: Collection[str] | None = None) -> argparse.ArgumentPars
         if loaded is not None and name not in loaded:
             sub.add_parser(name, help=help_text)
             continue
-        from transformers import HfArgumentParser  # the chosen subcommand's flags only
-
         module = importlib.import_module(module_name)
-        sub._parser_class = HfArgumentParser
-        p = sub.add_parser(name, help=help_text, description=help_text,
-                           dataclass_types=getattr(module, "PARSER_DATACLASSES", None),
-                           formatter_class=argparse.HelpFormatter)
-        sub._parser_class = argparse.ArgumentParser
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        for options in getattr(module, "PARSER_DATACLASSES", ()):
+            add_dataclass_flags(p, options)
         if hasattr(module, "add_arguments"):
             module.add_arguments(p)
         p.set_defaults(func=module.run)

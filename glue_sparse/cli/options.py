@@ -1,15 +1,13 @@
-"""Turning parsed flags back into an experiment's option dataclass (whose fields made the flags)."""
+"""Deprecated home of ``options_from`` (now ``glue_sparse.cli.flags``, beside the flag builder); removed
+in glue-sparse 0.2.0."""
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-from typing import Any, TypeVar
+import warnings
 
-T = TypeVar("T")
+from glue_sparse.cli.flags import options_from
 
+warnings.warn("glue_sparse.cli.options is deprecated and goes in glue-sparse 0.2.0; import options_from from "
+              "glue_sparse.cli.flags", DeprecationWarning, stacklevel=2)
 
-def options_from(args: argparse.Namespace, options: type[T], **extra: Any) -> T:
-    """``options(**flags)`` for every field of the ``options`` dataclass, plus ``extra``."""
-    return options(**{f.name: getattr(args, f.name) for f in dataclasses.fields(options) if f.name not in extra},
-                   **extra)
+__all__ = ["options_from"]

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from glue_sparse.cli.options import options_from
-from glue_sparse.experiments.perplexity import PerplexityOptions, run_perplexity
+from glue_sparse.cli.flags import options_from
+from glue_sparse.experiments.perplexity_options import PerplexityOptions
 
 PARSER_DATACLASSES = (PerplexityOptions,)
 
 
 def run(args) -> int:
+    from glue_sparse.experiments.perplexity import run_perplexity  # torch: only when the command runs
+
     run_perplexity(options_from(args, PerplexityOptions))
     return 0

@@ -3,14 +3,16 @@ field of ``PosttrainOptions``."""
 
 from __future__ import annotations
 
-from glue_sparse.cli.options import options_from
-from glue_sparse.experiments.causal_pruning import run_structured_posttrain
-from glue_sparse.experiments.posttrain import PosttrainOptions, run_posttrain
+from glue_sparse.cli.flags import options_from
+from glue_sparse.experiments.posttrain_options import PosttrainOptions
 
 PARSER_DATACLASSES = (PosttrainOptions,)
 
 
 def run(args) -> int:
+    from glue_sparse.experiments.causal_pruning import run_structured_posttrain  # torch: only when it runs
+    from glue_sparse.experiments.posttrain import run_posttrain
+
     options = options_from(args, PosttrainOptions)
     if options.method == "gates-rowcol":
         run_posttrain(options)

@@ -3,12 +3,14 @@ gated. Every flag is a field of ``PretrainOptions``."""
 
 from __future__ import annotations
 
-from glue_sparse.cli.options import options_from
-from glue_sparse.experiments.pretrain import PretrainOptions, run_pretrain
+from glue_sparse.cli.flags import options_from
+from glue_sparse.experiments.pretrain_options import PretrainOptions
 
 PARSER_DATACLASSES = (PretrainOptions,)
 
 
 def run(args) -> int:
+    from glue_sparse.experiments.pretrain import run_pretrain  # torch: only when the command runs
+
     record = run_pretrain(options_from(args, PretrainOptions))
     return 0 if record.get("status") == "complete" else 1

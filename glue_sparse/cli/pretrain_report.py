@@ -3,12 +3,14 @@ targets stated. Every flag is a field of ``PretrainReportOptions``."""
 
 from __future__ import annotations
 
-from glue_sparse.cli.options import options_from
-from glue_sparse.experiments.pretrain_report import PretrainReportOptions, write_pretrain_report
+from glue_sparse.cli.flags import options_from
+from glue_sparse.experiments.pretrain_report_options import PretrainReportOptions
 
 PARSER_DATACLASSES = (PretrainReportOptions,)
 
 
 def run(args) -> int:
+    from glue_sparse.experiments.pretrain_report import write_pretrain_report  # torch: only when it runs
+
     write_pretrain_report(options_from(args, PretrainReportOptions))
     return 0

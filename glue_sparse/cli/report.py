@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from glue_sparse.experiments.bench import BenchConfigError, read_stores
-from glue_sparse.experiments.report import write_report
+from glue_sparse.experiments.bench_config import BenchConfigError
+from glue_sparse.experiments.bench_store import read_stores
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,6 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from glue_sparse.experiments.report import write_report  # matplotlib: only when the command runs
+
     try:
         rows = read_stores(args.results)
         paths = write_report(rows, args.out, args.convention, title=args.title)

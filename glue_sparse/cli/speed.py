@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from glue_sparse.cli.options import options_from
-from glue_sparse.experiments.causal_speed import run_causal_speed
-from glue_sparse.experiments.speed import SpeedOptions, run_speed
+from glue_sparse.cli.flags import options_from
+from glue_sparse.experiments.speed_options import SpeedOptions
 
 PARSER_DATACLASSES = (SpeedOptions,)
 
 
 def run(args) -> int:
+    from glue_sparse.experiments.causal_speed import run_causal_speed  # torch: only when the command runs
+    from glue_sparse.experiments.speed import run_speed
+
     options = options_from(args, SpeedOptions)
     (run_causal_speed if options.causal else run_speed)(options)
     return 0

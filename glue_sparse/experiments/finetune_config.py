@@ -17,11 +17,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from glue_sparse.experiments.options import option
+from glue_sparse.experiments.option_fields import option
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
-from sparse_models.sparse_gates.config import REFERENCE_LAMBDA, REMOVAL_LAMBDA, REMOVAL_SCORES
 
 METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude")
 REGIMES = ("full", "limited")
@@ -42,14 +41,39 @@ REMOVAL_GATE_TRAVEL = 1.0
 #: only the task gradient moves, lambda 0) beat Taylor importance at 30% removed, gates over 3 seeds: CoLA MCC
 #: 11.3 +- 1.7 vs 2.1 +- 1.3, MRPC 71.9 +- 0.7 vs 69.6 +- 1.3 (benchmarks/results/minilm_converged). Where every weight
 #: retrains (gates+full), Taylor stays: CoLA 23.7 vs 19.0 with logits, seed 1 (benchmarks/results/gates_ranking_probe).
-REMOVAL_SCORE = {"gates": "logit", "gates+lora": "logit", "gates+full": "taylor"}
-#: Gate options per recipe; None in a FinetuneConfig means "this default" (the removal ranking: REMOVAL_SCORE).
-GATE_DEFAULTS = {
-    "removal": {"target_removal": 0.3, "target_sparsity": None, "sparsity_lambda": REMOVAL_LAMBDA, "reg_sigma": 0.5,
-                "gate_learning_rate": None, "removal_score": None},
-    "reference": {"target_removal": None, "target_sparsity": 0.4, "sparsity_lambda": REFERENCE_LAMBDA, "reg_sigma": 0.5,
-                  "gate_learning_rate": None, "removal_score": None},
-}
+#: So the frozen-backbone methods override SparseGatesConfig's ranking; gates+full keeps the config's own (Taylor).
+REMOVAL_SCORE = {"gates": "logit", "gates+lora": "logit"}
+#: The share of gated weights the removal recipe (and magnitude pruning) removes unless told otherwise.
+DEFAULT_TARGET_REMOVAL = 0.3
+#: Gate options a FinetuneConfig may set; None means the recipe's default (``gate_defaults``).
+GATE_OPTIONS = ("target_removal", "target_sparsity", "sparsity_lambda", "reg_sigma", "gate_learning_rate",
+                "removal_score")
+
+
+def removal_score_default(method: str) -> str:
+    """How the removal recipe ranks gates for ``method``: ``REMOVAL_SCORE``, else SparseGatesConfig's default."""
+    from sparse_models.sparse_gates.config import SparseGatesConfig  # torch and peft: only when resolving
+
+    return REMOVAL_SCORE.get(method, SparseGatesConfig.removal_score)
+
+
+def gate_defaults(recipe: str | None) -> dict[str, Any]:
+    """Each gate option's default under ``recipe`` (None: not a gate method, all None). The method's own
+    numbers (lambda, sigma, the reference target sparsity) are read from ``SparseGatesConfig``'s module at
+    call time, not at import, so that this module, and with it ``glue-sparse finetune --help``, loads no
+    torch; the removal ranking None means ``REMOVAL_SCORE``, the gate lr None the recipe's rule."""
+    from sparse_models.gates import REFERENCE_SIGMA  # the method core loads torch and peft: only when resolving
+    from sparse_models.sparse_gates.config import REFERENCE_LAMBDA, REMOVAL_LAMBDA, SparseGatesConfig
+
+    if recipe is None:
+        return dict.fromkeys(GATE_OPTIONS)
+    removal = recipe == "removal"
+    return {"target_removal": DEFAULT_TARGET_REMOVAL if removal else None,
+            "target_sparsity": None if removal else SparseGatesConfig.target_sparsity,
+            "sparsity_lambda": REMOVAL_LAMBDA if removal else REFERENCE_LAMBDA, "reg_sigma": REFERENCE_SIGMA,
+            "gate_learning_rate": None, "removal_score": None}
+
+
 #: Training settings a recipe fixes (anything not here uses the general defaults).
 RECIPE_TRAINING = {
     "removal": {},
@@ -107,22 +131,24 @@ class TrainingOptions:
                                        "'reference' (the FineGates GLUE recipe, steered by --target-sparsity)")
     target_removal: float | None = option(
         None, "share of gated weights to remove, in (0, 1) (" + ", ".join(REMOVAL_METHODS) + "; default "
-              f"{GATE_DEFAULTS['removal']['target_removal']:g})")
+              f"{DEFAULT_TARGET_REMOVAL:g})")
     target_sparsity: float | None = option(
-        None, "reference recipe: share of rows and columns whose P(open) is pulled down (default "
-              f"{GATE_DEFAULTS['reference']['target_sparsity']:g}); not the removed share")
+        None, "reference recipe: share of rows and columns whose P(open) is pulled down (default: the reference's, "
+              "SparseGatesConfig.target_sparsity); not the removed share")
     sparsity_lambda: float | None = option(
-        None, f"weight of the sparsity regulariser (default {GATE_DEFAULTS['removal']['sparsity_lambda']:g} for the "
-              f"removal recipe: no pull; {GATE_DEFAULTS['reference']['sparsity_lambda']:g} for --recipe reference)")
+        None, "weight of the sparsity regulariser (default: REMOVAL_LAMBDA for the removal recipe, no pull; "
+              "REFERENCE_LAMBDA, the FineGates GLUE recipe's, for --recipe reference; both in "
+              "sparse_models.sparse_gates.config)")
     reg_sigma: float | None = option(
-        None, f"sigma of P(open) in the regulariser (default {GATE_DEFAULTS['removal']['reg_sigma']:g}, as the "
-              "reference code)")
+        None, "sigma of P(open) in the regulariser (default: the reference code's, "
+              "sparse_models.gates.REFERENCE_SIGMA)")
     gate_learning_rate: float | None = option(
         None, f"learning rate of the gate logits (default: {REMOVAL_GATE_TRAVEL:g} / removal steps for the removal "
               "recipe, the learning rate for the reference recipe)", aliases=("--gate-lr",))
     removal_score: str | None = option(
         None, "removal recipe: rank gates for closing by 'taylor' (accumulated |dL/dz * z|), 'logit' or 'random' "
-              "(seeded; the control); default " + ", ".join(f"{m} {s}" for m, s in REMOVAL_SCORE.items()))
+              "(seeded; the control); default " + ", ".join(f"{m} {s}" for m, s in REMOVAL_SCORE.items())
+              + ", gates+full SparseGatesConfig's default")
     from_run: str | None = option(None, "magnitude: a finished full run folder to prune (default: train a full "
                                          "run first, with this run's training options, under "
                                          "<output>/magnitude-source/)", aliases=("--from",))
@@ -186,10 +212,12 @@ class FinetuneConfig(TrainingOptions):
                                       f"{self.target_removal}")
         if self.recipe is not None and self.recipe not in RECIPES:
             raise FinetuneConfigError(f"unknown recipe {self.recipe!r}; valid recipes are: {', '.join(RECIPES)}")
+        from sparse_models.sparse_gates.config import REMOVAL_SCORES  # torch: only when a config is made
+
         if self.removal_score is not None and self.removal_score not in REMOVAL_SCORES:
             raise FinetuneConfigError(f"unknown removal score {self.removal_score!r}; valid scores are: "
                                       f"{', '.join(REMOVAL_SCORES)}")
-        gate_keys = [k for k in GATE_DEFAULTS["removal"] if k != "target_removal"] + ["recipe"]
+        gate_keys = [k for k in GATE_OPTIONS if k != "target_removal"] + ["recipe"]
         given_gates = [k for k in gate_keys if getattr(self, k) is not None]
         if given_gates and self.method not in GATE_METHODS:
             raise FinetuneConfigError(f"gate options {given_gates} were given with method {self.method!r}; "
@@ -232,16 +260,14 @@ class FinetuneConfig(TrainingOptions):
         for key, value in LORA_DEFAULTS.items():
             out[key] = (getattr(self, key) if getattr(self, key) is not None else value) \
                 if self.method in LORA_METHODS else None
-        gate_defaults = GATE_DEFAULTS.get(recipe, {k: None for k in GATE_DEFAULTS["removal"]})
-        for key, value in gate_defaults.items():
+        for key, value in gate_defaults(recipe).items():
             out[key] = getattr(self, key) if getattr(self, key) is not None else value
         if recipe == "removal" and self.removal_score is None:
-            out["removal_score"] = REMOVAL_SCORE[self.method]
+            out["removal_score"] = removal_score_default(self.method)
         if self.method not in ADAPTER_METHODS:
             del out["train_pooler"]  # every weight trains anyway; their identity (and finished runs) stay as before
         if self.method == "magnitude":
-            out["target_removal"] = self.target_removal if self.target_removal is not None else \
-                GATE_DEFAULTS["removal"]["target_removal"]
+            out["target_removal"] = self.target_removal if self.target_removal is not None else DEFAULT_TARGET_REMOVAL
         return out
 
     @classmethod
@@ -264,13 +290,17 @@ METHOD_NOTES = {
 }
 
 
+def _ranking(method: str) -> str | None:
+    return removal_score_default(method) if method in GATE_METHODS else None
+
+
 def defaults_markdown() -> str:
     """The defaults table of docs/fine-tuning.md, rendered from the one source (this module)."""
-    notes = {**LORA_DEFAULTS, "target_removal": GATE_DEFAULTS["removal"]["target_removal"]}
+    notes = {**LORA_DEFAULTS, "target_removal": DEFAULT_TARGET_REMOVAL}
     general = TrainingOptions()
     lines = ["| method | learning rate | weight decay | trains |", "|---|---|---|---|"]
     lines += [f"| {m} | {DEFAULT_LR[m]:g} | {DEFAULT_WEIGHT_DECAY[m]:g} | "
-              f"{METHOD_NOTES[m].format(**notes, ranking=REMOVAL_SCORE.get(m))} |" for m in METHODS]
+              f"{METHOD_NOTES[m].format(**notes, ranking=_ranking(m))} |" for m in METHODS]
     lines += ["", f"All methods: batch {GENERAL_TRAINING['batch_size']}, {general.epochs:g} epochs, max length "
               f"{general.max_length}, {GENERAL_TRAINING['lr_scheduler']} schedule with "
               f"{GENERAL_TRAINING['warmup_ratio']:.0%} warm-up, gradient clipping "

@@ -1,24 +1,13 @@
-"""How an experiment option is declared: a dataclass field holding its default and its help text, the
-one place both are written. The CLI turns such fields into flags with ``HfArgumentParser``."""
+"""Deprecated name of ``glue_sparse.experiments.option_fields`` (how an option field is declared; the CLI's
+flag builder is ``glue_sparse.cli.flags``); removed in glue-sparse 0.2.0."""
 
 from __future__ import annotations
 
-from dataclasses import field
-from typing import Any
+import warnings
 
+from glue_sparse.experiments.option_fields import option, required
 
-def option(default: Any = None, help: str = "", aliases: tuple[str, ...] = (), **kwargs: Any) -> Any:
-    """A dataclass field with ``help`` (and the default appended to it) and optional extra flag names."""
-    if default is not None and not isinstance(default, bool) and "default" not in help:
-        help = f"{help} (default {default:g})" if isinstance(default, float) else f"{help} (default {default})"
-    factory = kwargs.pop("default_factory", None)
-    # anything else goes to argparse as is (e.g. action="extend": a repeated flag adds, not replaces)
-    metadata = {"help": help, **({"aliases": list(aliases)} if aliases else {}), **kwargs}
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
+warnings.warn("glue_sparse.experiments.options is deprecated and goes in glue-sparse 0.2.0; import from "
+              "glue_sparse.experiments.option_fields", DeprecationWarning, stacklevel=2)
 
-
-def required(help: str, aliases: tuple[str, ...] = ()) -> Any:
-    """A dataclass field without default: a required flag."""
-    return field(metadata={"help": help, **({"aliases": list(aliases)} if aliases else {})})
+__all__ = ["option", "required"]

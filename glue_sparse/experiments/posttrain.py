@@ -4,19 +4,18 @@ the experiment around it: dense vs (gated and) pruned perplexity on held-out doc
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from glue_sparse.experiments.finetune_config import REMOVAL_GATE_TRAVEL
-from glue_sparse.experiments.options import option, required
+from glue_sparse.experiments.posttrain_options import REFERENCE_GATE_LR, PosttrainOptions  # noqa: F401  (old home)
 from glue_sparse.experiments.perplexity import (
     PerplexityError,
-    ProtocolOptions,
     corpus_texts,
     doc_range,
     load_causal_lm,
@@ -27,44 +26,10 @@ from glue_sparse.experiments.speed import time_forwards
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
 from sparse_models.accounting import parameter_accounting
 from sparse_models.removal import RemovalSchedule
+from sparse_models.gates import REFERENCE_SIGMA
 from sparse_models.sparse_gates import SparseGatesConfig
+from sparse_models.sparse_gates.config import REFERENCE_LAMBDA
 from sparse_models.trainer import SparseGatesTrainer
-
-REFERENCE_GATE_LR = 1e-3  # the reference regulariser's gate learning rate
-
-
-@dataclass(kw_only=True)
-class PosttrainOptions(ProtocolOptions):
-    """``glue-sparse posttrain``: which targets, how long, on which documents, and where results go."""
-
-    out_dir: str = required("folder for results.json(l), results.md, adapters and checkpoints")
-    method: str = option("gates-rowcol", "gates-rowcol (row/column PEFT gates, with --targets or --target-removal), "
-                                         "or a comma-separated list of dense, magnitude-sp, wanda-sp, flap, gates "
-                                         "(unit gates, LM loss), gates-distill (unit gates, KL to the dense model): "
-                                         "whole heads and FFN channels removed at each --target-removal share of "
-                                         "decoder-block linear weights (default 0.1,0.2,0.3)")
-    model: str | None = option(None, "causal LM folder or Hub name (default: packaged SmolLM2-135M)")
-    targets: str = option("0.1,0.2,0.3", "comma-separated target sparsities (reference regulariser; ignored with "
-                                         "--target-removal)")
-    target_removal: str | None = option(None, "comma-separated shares of gated weights to remove, e.g. 0.1,0.2,0.3 "
-                                              "(removal recipe: exact, binary gates)")
-    steps: int = option(100, "post-training optimiser steps per target")
-    tokens: int | None = option(None, "unit gates: training tokens per target (sets the steps: tokens / (batch x "
-                                      "seqlen)); default --steps")
-    calibration_samples: int = option(128, "one-shot baselines: calibration blocks from --train-docs")
-    calibration_seqlen: int = option(128, "one-shot baselines: tokens per calibration block")
-    save_steps: int = option(50, "unit gates: checkpoint every this many steps (a rerun resumes from the last)")
-    seed: int = option(0, "training seed")
-    train_seqlen: int = option(256, "tokens per training block")
-    train_batch_size: int = option(4, "training blocks per step")
-    lr: float | None = option(None, f"gate learning rate (default {REFERENCE_GATE_LR:g}; with --target-removal, "
-                                    f"{REMOVAL_GATE_TRAVEL:g} / removal steps)")
-    sparsity_lambda: float = option(50.0, "weight of the sparsity regulariser")
-    reg_sigma: float = option(0.5, "sigma of P(open) (as the reference)")
-    train_docs: str = option("0:1000", "START:END training documents")
-    eval_docs: str = option("1000:", "START:END held-out documents")
-    score_gated: bool = option(False, "also score the gated (unpruned) model; it equals the pruned one")
-
 
 def pack_blocks(tokenizer: Any, texts: Sequence[str], seqlen: int, max_blocks: int) -> list[list[int]]:
     """Documents joined with EOS (``packed_token_stream``) and cut into full ``seqlen`` blocks."""
@@ -82,7 +47,7 @@ def posttrain_gates(
     seqlen: int = 256,
     batch_size: int = 4,
     learning_rate: float | None = REFERENCE_GATE_LR,
-    sparsity_lambda: float = 50.0,
+    sparsity_lambda: float = REFERENCE_LAMBDA,
     reg_sigma: float | None = None,
     seed: int = 0,
     target_removal: float | None = None,
@@ -155,6 +120,9 @@ def run_posttrain(options: PosttrainOptions) -> dict[str, Any]:
     """Post-train gates at every target, score dense and pruned (and gated) on held-out documents, time
     them; write results.json (after each target) and results.md into ``out_dir``."""
     log = logging.getLogger("glue_sparse").info
+    options = dataclasses.replace(  # the method's defaults, recorded as numbers
+        options, reg_sigma=REFERENCE_SIGMA if options.reg_sigma is None else options.reg_sigma,
+        sparsity_lambda=REFERENCE_LAMBDA if options.sparsity_lambda is None else options.sparsity_lambda)
     protocols = options.protocol_list()
     texts, prov = corpus_texts(options)
     train_docs, eval_docs = doc_range(options.train_docs, "--train-docs"), doc_range(options.eval_docs)

@@ -23,7 +23,6 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,7 +30,13 @@ from typing import Any, Sequence
 import torch
 
 from glue_sparse.experiments.finetune import gate_learning_rate
-from glue_sparse.experiments.options import option, required
+from glue_sparse.experiments.pretrain_options import (  # noqa: F401  (also their old home)
+    METHODS,
+    NOT_IDENTITY,
+    RECIPES,
+    SCHEDULES,
+    PretrainOptions,
+)
 from glue_sparse.experiments.perplexity import packed_perplexity, unigram_perplexity
 from glue_sparse.experiments.pretrain_data import (
     HUB,
@@ -56,69 +61,8 @@ from sparse_models.trainer import SparseGatesTrainer
 RUN_FILE, OPTIONS_FILE, MODEL_DIR, CHECKPOINTS_DIR = "run.json", "options.json", "model", "checkpoints"
 #: FineGates' pre-training choice: every attention projection and the FFN's gate/up; down stays dense
 GATED_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj")
-METHODS, RECIPES, SCHEDULES = ("dense", "gates"), ("removal", "reference"), ("cosine", "linear", "constant")
 #: a dense run has learned context when its validation perplexity is at most this share of the unigram one
 DENSE_FLOOR = 0.5
-#: options that do not change what is trained (a rerun with other values resumes the same run)
-NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "eval_batch_size")
-
-
-@dataclass(kw_only=True)
-class PretrainOptions:
-    """Everything ``glue-sparse pretrain`` takes; each default and help is written here once."""
-
-    out_dir: str = required("folder for run.json, model/ and checkpoints/ (a rerun resumes the run there)")
-    model_config: str = option("llama_9m", "one of GaLore's sizes (llama_9m, llama_20m, llama_35m, llama_60m, "
-                                           "llama_130m, llama_350m, llama_1b) or a LlamaConfig JSON path; its "
-                                           "vocab_size is replaced by the tokenizer's")
-    method: str = option("dense", "dense, or gates (the gated twin)")
-    recipe: str = option("removal", "gates: removal (exactly --target-removal of gated weights removed by the end, "
-                                    "our schedule) or reference (FineGates' lambda / target-sparsity regulariser)")
-    target_removal: float = option(0.4, "removal recipe: share of gated weights removed")
-    removal_end: float = option(0.8, "removal recipe: share of the steps after which the removal is final "
-                                     "(the rest trains the pruned network)")
-    target_sparsity: float = option(0.4, "reference recipe: target sparsity of the regulariser")
-    sparsity_lambda: float = option(100.0, "reference recipe: regulariser weight (the reference's 100)")
-    sparsity_from_step: int = option(1000, "reference recipe: the regulariser is off before this step")
-    gate_bias: bool = option(False, "add a trainable bias to the gated layers, as the reference does (Llama's "
-                                    "attention_bias and mlp_bias: down_proj gets one too)")
-    tokenizer: str = option("bpe:1024", "smollm2 (packaged), bpe:N (a byte-level BPE of N tokens trained on the "
-                                        "training documents, cached), or a tokenizer folder or Hub name; 1024 "
-                                        "suits llama_9m on CPU best (benchmarks/results/pretrain_c4_cpu)")
-    train_data: str | None = option(None, "training text: a JSON Lines file, a folder of c4-train.*.json.gz / "
-                                          ".jsonl shards, a glob, or hub (allenai/c4 en, streamed); default: the "
-                                          "local C4 sample")
-    train_docs: str = option("0:1800", "START:END documents of --train-data (END empty: all)")
-    eval_data: str | None = option(None, "validation documents: one C4 JSON Lines file, or hub (allenai/c4 "
-                                         "validation shard 0); default: the local C4 sample")
-    eval_docs: str = option("1800:2000", "START:END validation documents (disjoint from training)")
-    data_dir: str | None = option(None, "folder holding c4/ (default: $GLUE_SPARSE_DATA_DIR)")
-    hub: bool = option(True, "allow the Hugging Face Hub for a source that is not local (--no-hub: never)")
-    check_shards: bool = option(True, "read every local training shard once before the model loads, so a bad "
-                                      "line is named first (--no-check-shards for corpora too large to scan)")
-    data_lanes: int = option(1, "training streams, each over its own shards (k, k + lanes, ...), taken in turn; "
-                                "under torchrun with lanes = processes each rank reads only its own shards, and "
-                                "one process with the same lanes trains on the same batches")
-    tokens: int = option(1_000_000, "training tokens (sets the steps: tokens / (seqlen x global batch))")
-    seqlen: int = option(128, "tokens per packed block (GaLore: 256)")
-    batch_size: int = option(16, "blocks per device per micro-batch")
-    grad_accum: int = option(1, "micro-batches per optimiser step")
-    lr: float = option(1e-3, "peak learning rate of the weights (GaLore: 0.01 at 10k steps of 512 x 256; 1e-3 "
-                             "was best for llama_9m at CPU budgets, benchmarks/results/pretrain_c4_cpu)")
-    gate_lr: float | None = option(None, "learning rate of the gate logits (default: the removal recipe's gate "
-                                         "travel over the removal steps; the reference recipe: --lr)")
-    warmup: float = option(0.1, "warm-up: a share of the steps (< 1) or a number of steps")
-    schedule: str = option("cosine", "cosine (down to --min-lr-ratio x lr), linear (to 0) or constant")
-    min_lr_ratio: float = option(0.1, "cosine: the final learning rate as a share of --lr (GaLore: 0.1)")
-    weight_decay: float = option(0.0, "AdamW weight decay (the reference's 0)")
-    eval_every: int = option(100, "steps between validation evaluations (and one at the end)")
-    eval_tokens: int = option(65_536, "validation targets scored, exactly (GaLore: 10M)")
-    eval_batch_size: int = option(16, "validation windows per forward")
-    save_steps: int = option(100, "steps between checkpoints (weights, optimiser, scheduler, RNG, data position)")
-    keep_checkpoints: bool = option(False, "keep checkpoints/ after the run completes")
-    seed: int = option(0, "seed of the initial weights, the gate noise and the removal ranking")
-
-
 class PretrainError(PretrainDataError):
     """Options or an output folder that ``glue-sparse pretrain`` cannot use."""
 

@@ -8,36 +8,18 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import sparse_models  # noqa: F401  (registers SparsePrunedForCausalLM with the Auto classes)
-from glue_sparse.experiments.options import option, required
+from glue_sparse.experiments.pretrain_report_options import PretrainReportOptions  # noqa: F401  (old home)
 from glue_sparse.experiments.perplexity import PerplexityError, packed_token_stream
 from glue_sparse.experiments.pretrain import DENSE_FLOOR
 from glue_sparse.experiments.pretrain_data import train_source, validation_texts
 from glue_sparse.experiments.speed import paired_speedup, time_rounds
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
-
-
-@dataclass(kw_only=True)
-class PretrainReportOptions:
-    """Which runs, where the report goes, how speed is timed, and the targets the table states."""
-
-    runs: str = required("comma-separated run folders (each with run.json and model/); the first dense one is "
-                         "the reference")
-    out: str = required("folder for results.md, results.json and curves.png")
-    speed: bool = option(True, "time each saved model's forward pass against the dense one (--no-speed: skip)")
-    speed_batch_size: int = option(8, "timing: blocks per forward")
-    speed_batches: int = option(4, "timing: batches per round")
-    speed_rounds: int = option(7, "timing: interleaved rounds (median)")
-    threads: int = option(2, "timing: torch threads")
-    removal_level: float = option(0.4, "the removal level the perplexity target is checked at")
-    target_ppl_ratio: float = option(1.10, "target: gated perplexity at most this times dense at equal tokens")
-    target_speedup: float = option(1.15, "target: pruned forward tokens/s at least this times dense")
 
 
 def read_runs(folders: list[str]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import statistics
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -17,7 +17,7 @@ from peft import get_peft_model
 from torch import nn
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from glue_sparse.experiments.options import option
+from glue_sparse.experiments.speed_options import DTYPES, SpeedOptions  # noqa: F401  (also their old home)
 from glue_sparse.experiments.packaged import minilm_path, model_identity
 from glue_sparse.experiments.pruned_timing import (  # noqa: F401  (also their old home)
     SpeedRow,
@@ -37,6 +37,7 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.checkpoints import Checkpoint, describe_checkpoint, load_classifier
+from sparse_models.dtypes import TORCH_DTYPES
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
 from sparse_models.timing import Speedup, paired_speedup  # noqa: F401  (their old home)
@@ -73,45 +74,6 @@ def dense_and_batches(model_path: str, data_dir: str | None, batch_size: int, n_
     return AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).eval(), batches, source
 
 
-#: ``--dtype`` names and what they load as.
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-@dataclass(kw_only=True)
-class SpeedOptions:
-    """``glue-sparse speed``: what to prune, how to time it, where to write the rows."""
-
-    model: str | None = option(None, "encoder folder or Hub name (default: the packaged MiniLM)")
-    removed: str = option("0.2,0.4,0.6", "shares of gated weights to remove with random closed patterns")
-    adapter: list[str] = option(help="trained sparse-gates adapter folder(s) to time as well (repeatable)",
-                                default_factory=list, action="extend")
-    batch_sizes: str = option("32,1", "batch sizes to time")
-    align: int = option(DEFAULT_ALIGN, "round kept row/column counts up to this multiple with closed ones "
-                                       "(1: remove exactly what the gates closed)")
-    batches: int = option(8, "batches per timing round")
-    rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
-    threads: int = option(0, "torch CPU threads (0: torch's default)")
-    device: str = option("cpu", "device to time on: cpu, cuda or cuda:N (one device; dense and pruned both)")
-    dtype: str = option("float32", f"weights and activations: {' or '.join(DTYPES)} (bfloat16 on a GPU: the "
-                                   "accelerator table of issue #15)")
-    layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
-                                              "default: timed per layer, then that choice and remove "
-                                              "whole against keep, with and without attention narrowed per "
-                                              "head), per-layer (auto without "
-                                              "the whole-model check), keep (no index work), "
-                                              "remove (every closed row/column, with its index work); a "
-                                              "'+heads' suffix always narrows attention per head (e.g. "
-                                              "auto+heads)")
-    data_dir: str | None = option(None, "GLUE folder for SST-2 validation sentences (--causal: a folder with c4/, "
-                                        "or the GLUE folder beside it)")
-    causal: bool = option(False, "time a causal LM (default: the packaged SmolLM2-135M) with whole heads and FFN "
-                                 "channels removed at each --removed share of decoder-block linear weights")
-    causal_method: str = option("magnitude-sp", "--causal: which one-shot method picks the units "
-                                                "(magnitude-sp, wanda-sp, flap; the last two calibrate on C4)")
-    causal_seqlen: int = option(256, "--causal: tokens per sequence (packed C4 text)")
-    output: str | None = option(None, "write the rows as JSON here (atomically)")
-
-
 HEADS_SUFFIX = "+heads"
 
 
@@ -142,6 +104,8 @@ def timing_texts(data_dir: str | None, n: int) -> tuple[list[str], str]:
 def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     """Time dense vs pruned for random closed patterns at each removal level and for trained adapters;
     print one line per (pattern, batch size) and write the rows if asked."""
+    if options.align is None:
+        options = replace(options, align=DEFAULT_ALIGN)
     if options.threads:
         torch.set_num_threads(options.threads)
     levels, batch_sizes = levels_and_batch_sizes(options)
@@ -225,7 +189,7 @@ def device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
     if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
         raise UserInputError(f"--device {options.device}: no such CUDA device here "
                              f"({torch.cuda.device_count()} visible)")
-    return device, DTYPES[options.dtype]
+    return device, TORCH_DTYPES[options.dtype]
 
 
 def _device_name(device: torch.device) -> str:

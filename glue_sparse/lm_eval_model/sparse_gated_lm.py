@@ -30,6 +30,7 @@ from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.lm_eval_hook import register_models
 from glue_sparse_tasks.tasks.utils import data_source
+from sparse_models.dtypes import TORCH_DTYPES
 from sparse_models.accounting import parameter_accounting
 from sparse_models.architectures import max_input_length
 from sparse_models.checkpoints import (
@@ -41,8 +42,6 @@ from sparse_models.checkpoints import (
 )
 
 RESULTS_FILE = "sparse_gated_eval.json"
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
 
 
 logger = logging.getLogger(__name__)
@@ -76,9 +75,9 @@ def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
     if dtype in (None, "auto"):
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
-        return _DTYPES[str(dtype)]
+        return TORCH_DTYPES[str(dtype)]
     except KeyError:
-        raise ValueError(f"dtype={dtype!r}: expected auto, {', '.join(_DTYPES)}") from None
+        raise ValueError(f"dtype={dtype!r}: expected auto, {', '.join(TORCH_DTYPES)}") from None
 
 
 def two_point_logprobs(score: float, n_choices: int = 6) -> list[float]:
