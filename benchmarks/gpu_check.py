@@ -1,4 +1,4 @@
-"""One prepared accelerator check: the GPU paths of sparse gates, pruning, the Trainer and sparse-gated.
+"""One prepared accelerator check: the GPU paths of sparse gates, pruning, the Trainer and hf-classifier.
 
 Needs only torch, transformers, peft, tokenizers and lm_eval (no weights, no data: tiny random models
 and a tokenizer trained here). Runs on CPU too (``--device cpu``) so it can be tried before a lease.
@@ -110,7 +110,7 @@ def check_lm_eval_model(device: str, folder: Path) -> dict:
     from lm_eval.api.instance import Instance
     from transformers import BertConfig, BertForSequenceClassification
 
-    from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
+    from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM
 
     tokenizer_here(folder)
     torch.manual_seed(0)
@@ -125,7 +125,7 @@ def check_lm_eval_model(device: str, folder: Path) -> dict:
         r.task_name, r.doc_id = "glue_sparse_sst2", r.metadata[1]
     out = {}
     for label, dev, dtype in (("cpu_fp32", "cpu", "float32"), ("device_auto", device, "auto")):
-        lm = SparseGatedLM(pretrained=str(folder), device=dev, dtype=dtype, batch_size="auto",
+        lm = HFClassifierLM(pretrained=str(folder), device=dev, dtype=dtype, batch_size="auto",
                            results_json=str(folder / f"{label}.json"))
         start = time.perf_counter()
         answers = lm.loglikelihood(requests)

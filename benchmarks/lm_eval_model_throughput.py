@@ -1,4 +1,4 @@
-"""Harness overhead of ``--model sparse-gated``: lm-eval on SST-2 validation vs a plain transformers loop.
+"""Harness overhead of ``--model hf-classifier``: lm-eval on SST-2 validation vs a plain transformers loop.
 
 Both sides use the packaged MiniLM with the same 2-label head (saved once to a temporary folder), the
 same 872 validation sentences, batch size 32 and fp32 on CPU. Each side's wall time includes loading
@@ -41,11 +41,11 @@ def through_lm_eval(folder: str, data_dir: str, batch_size: int) -> tuple[float,
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
+    from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM
     from glue_sparse_tasks import TASKS_DIR
 
     start = time.perf_counter()
-    lm = SparseGatedLM(pretrained=folder, batch_size=batch_size, device="cpu", results_json=f"{folder}/eval.json")
+    lm = HFClassifierLM(pretrained=folder, batch_size=batch_size, device="cpu", results_json=f"{folder}/eval.json")
     tm = TaskManager(include_path=TASKS_DIR, include_defaults=False, metadata={"data_dir": data_dir})
     result = simple_evaluate(model=lm, tasks=["glue_sparse_sst2"], task_manager=tm, bootstrap_iters=0)
     return time.perf_counter() - start, result["results"]["glue_sparse_sst2"]["acc,none"]
@@ -79,7 +79,7 @@ def main() -> None:
     print(f"SST-2 validation, {n} docs, batch {args.batch_size}, threads {torch.get_num_threads()}, "
           f"{args.repeats} rounds (median)")
     print(f"plain transformers loop : {p:7.2f} s  {n / p:7.1f} docs/s")
-    print(f"lm-eval --model sparse-gated: {h:7.2f} s  {n / h:7.1f} docs/s  (acc {accuracy:.3f}, random head)")
+    print(f"lm-eval --model hf-classifier: {h:7.2f} s  {n / h:7.1f} docs/s  (acc {accuracy:.3f}, random head)")
     print(f"throughput ratio lm-eval / plain = {p / h:.2f}  (target >= 0.80)")
 
 

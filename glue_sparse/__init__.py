@@ -1,7 +1,7 @@
 """glue-sparse's application layers, above the GLUE evaluation layer (``glue_sparse_tasks``) and the
 method core (``sparse_models``):
 
-- ``glue_sparse.lm_eval_model`` (layer 3): the ``sparse-gated`` lm-eval model, which answers the
+- ``glue_sparse.lm_eval_model`` (layer 3): the ``hf-classifier`` lm-eval model, which answers the
   ``glue_sparse_*`` tasks from fine-tuned classifiers;
 - ``glue_sparse.experiments`` (layer 4): fine-tuning, the benchmark and its report, perplexity,
   post-training, speed measurement, run provenance and the packaged default models;
@@ -10,9 +10,6 @@ method core (``sparse_models``):
 A layer imports only the layers below it (``tests/test_layering.py`` holds this).
 """
 
-from importlib.metadata import PackageNotFoundError, version
+import glue_sparse_tasks
 
-try:
-    __version__ = version("glue-sparse")
-except PackageNotFoundError:  # a checkout that was never installed
-    __version__ = "0+unknown"
+__version__ = glue_sparse_tasks.__version__  # read once, in glue_sparse_tasks

@@ -44,10 +44,13 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name == "__version__":  # the version is written once, in pyproject.toml
-        from importlib.metadata import version
+    if name == "__version__":  # the version is written once, in pyproject.toml, and read here alone
+        from importlib.metadata import PackageNotFoundError, version
 
-        return version("glue-sparse")
+        try:
+            return version("glue-sparse")
+        except PackageNotFoundError:  # a checkout that was never installed
+            return "0+unknown"
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

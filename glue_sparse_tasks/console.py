@@ -1,5 +1,5 @@
 """What a person sees in the terminal: our one-line status messages, one progress bar per long step
-(fine-tuning: ``QuietProgressCallback``; evaluation: the ``sparse-gated`` model's bar),
+(fine-tuning: ``QuietProgressCallback``; evaluation: the ``hf-classifier`` model's bar),
 and no library chatter (load reports, pin-memory and deprecation warnings, per-call ``datasets.map``
 bars) unless ``-v``/``--verbose`` asks for it.
 

@@ -1,4 +1,4 @@
-"""Make ``lm_eval --tasks glue_sparse --model sparse-gated`` work right after ``pip install``.
+"""Make ``lm_eval --tasks glue_sparse --model hf-classifier`` work right after ``pip install``.
 
 lm-eval 0.4.13 has no plugin discovery. A ``.pth`` file in site-packages imports this module at
 interpreter start-up; it only puts a tiny finder on ``sys.meta_path`` (no lm_eval, no torch). When,

@@ -41,8 +41,9 @@ __all__ = [
 ]
 
 #: Names of the pruned classes before they were told apart from the adapter (``SparseGates*``) by
-#: more than one letter. Still importable, not exported; saved configs naming them still load (the
-#: Auto classes go by ``model_type``, which did not change).
+#: more than one letter. Still importable (with a DeprecationWarning) until ``RENAMED_REMOVED_IN``, not
+#: exported; saved configs naming them still load (the Auto classes go by ``model_type``, which did not
+#: change).
 RENAMED = {
     "SparseGatedConfig": "SparsePrunedConfig",
     "SparseGatedPreTrainedModel": "SparsePrunedPreTrainedModel",
@@ -50,11 +51,16 @@ RENAMED = {
     "SparseGatedForSequenceClassification": "SparsePrunedForSequenceClassification",
     "SparseGatedForCausalLM": "SparsePrunedForCausalLM",
 }
+RENAMED_REMOVED_IN = "0.2.0"
 
 
 def __getattr__(name: str):
     if name in RENAMED:
+        import warnings
+
+        warnings.warn(f"sparse_models.{name} is now sparse_models.{RENAMED[name]}; the old name goes in "
+                      f"glue-sparse {RENAMED_REMOVED_IN}", DeprecationWarning, stacklevel=2)
         return globals()[RENAMED[name]]
-    if name == "__version__":  # written once, in pyproject.toml
+    if name == "__version__":  # read once, in glue_sparse_tasks
         return glue_sparse_tasks.__version__
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -73,7 +73,7 @@ def test_sparse_gated_under_torchrun_scores_half_the_docs_per_rank_with_the_same
         save_tiny_classifier(run / task, GLUE_TASKS[task].num_labels, seed=seed, task=task,
                              regression_center=2.5 if task == "stsb" else None)
     lm_eval = shutil.which("lm_eval")
-    common = ["run", "--model", "sparse-gated", "--model_args", f"pretrained={run}", "--tasks",
+    common = ["run", "--model", "hf-classifier", "--model_args", f"pretrained={run}", "--tasks",
               "glue_sparse_rte,glue_sparse_stsb", "--batch_size", "8", "--metadata",
               json.dumps({"data_dir": str(glue_fixture_dir)})]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -1,4 +1,4 @@
-"""The ``sparse-gated`` lm-eval model: real lm-eval runs on tiny BERT classifiers saved to disk."""
+"""The ``hf-classifier`` lm-eval model: real lm-eval runs on tiny BERT classifiers saved to disk."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM, resolve_device, two_point_logprobs
+from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM, resolve_device, two_point_logprobs
 from glue_sparse_tasks import scoring
 from glue_sparse_tasks.data import load_glue_split
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
@@ -39,7 +39,7 @@ def _direct_predictions(folder, task: str, data_dir) -> tuple[list, list]:
 
 def test_accuracy_through_lm_eval_equals_direct_call(tmp_path, glue_fixture_dir):
     folder = save_tiny_classifier(tmp_path / "sst2", 2, seed=3, task="sst2")
-    lm = SparseGatedLM(pretrained=str(folder), batch_size=5, device="cuda:0")
+    lm = HFClassifierLM(pretrained=str(folder), batch_size=5, device="cuda:0")
     result = run_tasks(lm, ["glue_sparse_sst2"], glue_fixture_dir)
     preds, gold = _direct_predictions(folder, "sst2", glue_fixture_dir)
     assert result["results"]["glue_sparse_sst2"]["acc,none"] == pytest.approx(scoring.accuracy(preds, gold))
@@ -54,7 +54,7 @@ def test_accuracy_through_lm_eval_equals_direct_call(tmp_path, glue_fixture_dir)
 
 def test_stsb_pearson_with_regression_head_equals_direct_call(tmp_path, glue_fixture_dir):
     folder = save_tiny_classifier(tmp_path / "stsb", 1, seed=4, task="stsb", regression_center=2.5)
-    result = run_tasks(SparseGatedLM(pretrained=str(folder), batch_size=7), ["glue_sparse_stsb"], glue_fixture_dir)
+    result = run_tasks(HFClassifierLM(pretrained=str(folder), batch_size=7), ["glue_sparse_stsb"], glue_fixture_dir)
     preds, gold = _direct_predictions(folder, "stsb", glue_fixture_dir)
     assert len(set(round(p, 4) for p in preds)) > 5  # the head really regresses, not a clipped constant
     assert result["results"]["glue_sparse_stsb"]["pearson,none"] == pytest.approx(
@@ -84,7 +84,7 @@ def test_literal_cli_evaluates_the_group_from_a_run_directory(run_dir, glue_fixt
     assert lm_eval
     out = tmp_path / "out"
     proc = subprocess.run(
-        [lm_eval, "run", "--model", "sparse-gated", "--model_args", f"pretrained={run_dir}",
+        [lm_eval, "run", "--model", "hf-classifier", "--model_args", f"pretrained={run_dir}",
          "--tasks", "glue_sparse", "--batch_size", "auto",
          "--metadata", json.dumps({"data_dir": str(glue_fixture_dir)}), "--output_path", str(out)],
         capture_output=True, text=True, env=_cli_env(), timeout=600,
@@ -112,7 +112,7 @@ def test_gated_adapter_and_its_pruned_model_give_the_same_metrics(tmp_path, glue
     results = {}
     for name, kwargs in (("adapter", {}), ("pruned", {}), ("adapter_pruned_on_load", {"prune": "true"})):
         path = tmp_path / ("pruned" if name == "pruned" else "adapter")
-        lm = SparseGatedLM(pretrained=str(path), batch_size=4, results_json=str(tmp_path / f"{name}.json"), **kwargs)
+        lm = HFClassifierLM(pretrained=str(path), batch_size=4, results_json=str(tmp_path / f"{name}.json"), **kwargs)
         results[name] = run_tasks(lm, ["glue_sparse_mnli"], glue_fixture_dir)
     metrics = [{k: v for k, v in r["results"]["glue_sparse_mnli"].items() if "stderr" not in k}
                for r in results.values()]
@@ -125,21 +125,36 @@ def test_gated_adapter_and_its_pruned_model_give_the_same_metrics(tmp_path, glue
 def test_errors_before_any_scoring(tmp_path, glue_fixture_dir, run_dir):
     two_labels = save_tiny_classifier(tmp_path / "two", 2)
     with pytest.raises(CheckpointError, match="has 2 label.* glue_sparse_mnli needs 3"):
-        run_tasks(SparseGatedLM(pretrained=str(two_labels)), ["glue_sparse_mnli"], glue_fixture_dir)
+        run_tasks(HFClassifierLM(pretrained=str(two_labels)), ["glue_sparse_mnli"], glue_fixture_dir)
     partial = tmp_path / "partial"
     shutil.copytree(run_dir / "sst2", partial / "sst2")
     with pytest.raises(CheckpointError, match="no checkpoint for rte .* it has: sst2"):
-        run_tasks(SparseGatedLM(pretrained=str(partial)), ["glue_sparse_sst2", "glue_sparse_rte"], glue_fixture_dir)
+        run_tasks(HFClassifierLM(pretrained=str(partial)), ["glue_sparse_sst2", "glue_sparse_rte"], glue_fixture_dir)
     assert not (partial / "sparse_gated_eval.json").exists()  # nothing scored, nothing written
     with pytest.raises(CheckpointError, match="trained on sst2"):
-        run_tasks(SparseGatedLM(pretrained=str(run_dir / "sst2")), ["glue_sparse_mrpc"], glue_fixture_dir)
+        run_tasks(HFClassifierLM(pretrained=str(run_dir / "sst2")), ["glue_sparse_mrpc"], glue_fixture_dir)
     with pytest.raises(CheckpointError, match="holds no checkpoint"):
-        SparseGatedLM(pretrained=str(tmp_path))
+        HFClassifierLM(pretrained=str(tmp_path))
     with pytest.raises(CheckpointError, match="no such folder"):
-        SparseGatedLM(pretrained=str(tmp_path / "nope"))
+        HFClassifierLM(pretrained=str(tmp_path / "nope"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU fallback")
 def test_cuda_default_falls_back_to_cpu():
     assert resolve_device("cuda:0") == "cpu"
     assert resolve_device(None) == "cpu"
+
+
+def test_the_old_model_name_sparse_gated_still_evaluates_and_warns(tmp_path, glue_fixture_dir):
+    from lm_eval.api.registry import get_model
+
+    from glue_sparse.lm_eval_model.sparse_gated_lm import REMOVED_IN, SparseGatedLM
+
+    assert get_model("hf-classifier") is HFClassifierLM
+    old = get_model("sparse-gated")
+    assert old is SparseGatedLM and issubclass(old, HFClassifierLM)
+    folder = save_tiny_classifier(tmp_path / "rte", 2, seed=5, task="rte")
+    with pytest.warns(DeprecationWarning, match=f"'hf-classifier'.*{REMOVED_IN}"):
+        lm = old(pretrained=str(folder), batch_size=8)
+    new = run_tasks(HFClassifierLM(pretrained=str(folder), batch_size=8), ["glue_sparse_rte"], glue_fixture_dir)
+    assert run_tasks(lm, ["glue_sparse_rte"], glue_fixture_dir)["results"] == new["results"]

@@ -175,7 +175,8 @@ def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     reloaded = AUTO["SEQ_CLS"].from_pretrained(tmp_path).eval()
     assert type(reloaded) is sparse_models.SparsePrunedForSequenceClassification
-    assert sparse_models.SparseGatedForSequenceClassification is sparse_models.SparsePrunedForSequenceClassification
+    with pytest.warns(DeprecationWarning, match=sparse_models.RENAMED_REMOVED_IN):
+        assert sparse_models.SparseGatedForSequenceClassification is sparse_models.SparsePrunedForSequenceClassification
     assert "SparseGatedConfig" not in sparse_models.__all__
     inputs = _inputs()
     with torch.no_grad():

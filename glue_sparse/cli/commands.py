@@ -11,7 +11,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("glue_sparse.cli.bench", "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
     "report": ("glue_sparse.cli.report", "markdown/CSV tables and plots from a bench results store"),
     "demo": ("glue_sparse.cli.demo",
-             "the main job: full vs gates vs magnitude at 30%% removal on SST-2 and STS-B (packaged MiniLM)"),
+             "the main job: full vs gates vs magnitude at 30%% removal on SST-2 (packaged MiniLM)"),
     "perplexity": ("glue_sparse.cli.perplexity",
                    "causal-LM token perplexity under named protocols (sparsegpt, galore, packed)"),
     "posttrain": ("glue_sparse.cli.posttrain",

@@ -1,4 +1,4 @@
-"""``glue-sparse bench``: fine-tune, evaluate through lm-eval (``sparse-gated``), time, and store rows.
+"""``glue-sparse bench``: fine-tune, evaluate through lm-eval (``hf-classifier``), time, and store rows.
 
 One row per task x method x regime x seed goes to a JSON Lines store (rewritten atomically per row).
 A row's ``key`` hashes its run identity, the data fingerprints, the evaluation settings and the
@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from glue_sparse.experiments.finetune_config import TrainingOptions  # the tokens-per-example default
 from glue_sparse.experiments.bench_config import (  # noqa: F401  (also their old home)
     GRID_OVERRIDES,
     LATENCY_TIMINGS,
@@ -29,7 +30,7 @@ from glue_sparse.experiments.bench_config import (  # noqa: F401  (also their ol
     MethodSpec,
 )
 from glue_sparse.experiments.bench_store import (  # noqa: F401  (also their old home)
-    RESULTS_FILE,
+    STORE_FILE,
     SUPERSEDED_DIR,
     SUPERSEDED_FILE,
     read_store,
@@ -40,6 +41,7 @@ from glue_sparse.experiments.bench_store import (  # noqa: F401  (also their old
 from glue_sparse.experiments.finetune import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
 from glue_sparse.experiments.run_environment import git_state
 from glue_sparse.experiments.speed import mean_length, paired_speedup, time_rounds
+import glue_sparse_tasks
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
@@ -58,9 +60,9 @@ def _lm_eval_metrics(task_dir: Path, task: str, data_dir: str | None, limit: int
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
+    from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM
 
-    lm = SparseGatedLM(pretrained=str(task_dir), batch_size=32, device="cpu", results_json=str(results_json))
+    lm = HFClassifierLM(pretrained=str(task_dir), batch_size=32, device="cpu", results_json=str(results_json))
     metadata = {"data_dir": data_dir} if data_dir else {}
     tm = TaskManager(include_path=TASKS_DIR, include_defaults=False, metadata=metadata)
     out = simple_evaluate(model=lm, tasks=[f"glue_sparse_{task}"], task_manager=tm, limit=limit,
@@ -91,7 +93,8 @@ def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None
     fields = GLUE_TASKS[task].text_fields
     bs = bench.latency_batch_size
     batches = [dict(tokenizer(*[[r[f] for r in rows[i:i + bs]] for f in fields], padding=True, truncation=True,
-                              max_length=128, return_tensors="pt")) for i in range(0, len(rows), bs)]
+                              max_length=TrainingOptions.max_length, return_tensors="pt"))
+               for i in range(0, len(rows), bs)]
     # the layout is chosen for the token count of the batches it is timed on, as a user would prune for theirs
     layout_tokens = round(statistics.mean(b["input_ids"].numel() for b in batches))
     layout_length = mean_length(batches)
@@ -183,9 +186,7 @@ EXECUTORS = ("local", "ray")
 
 def grid_cells(bench: BenchConfig, whole: bool = False) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
     """(title, run, key, identity) of every cell of the part to run (``whole``: of the grid), in grid order."""
-    from importlib import metadata
-
-    version = metadata.version("glue-sparse")
+    version = glue_sparse_tasks.__version__
     runs = list(bench.runs(whole))
     fingerprints: dict[tuple, dict[str, str]] = {}
     cells = []
@@ -249,7 +250,7 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     _finetune_subprocess(config, run_root, bench)
     task_dir = run_root / task
     record = json.loads((task_dir / RUN_FILE).read_text())
-    log(f"{title}: evaluating through lm-eval (sparse-gated)")
+    log(f"{title}: evaluating through lm-eval (hf-classifier)")
     started = time.perf_counter()
     metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json")
     eval_seconds = time.perf_counter() - started
@@ -291,7 +292,7 @@ def run_bench(bench: BenchConfig, output: str | Path, log=print, executor: str =
         raise BenchConfigError(f"unknown executor {executor!r}; valid executors are: {', '.join(EXECUTORS)}")
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    store = output / RESULTS_FILE
+    store = output / STORE_FILE
     whole = grid_cells(bench, whole=True)  # one pass over the data fingerprints, the part filtered from it
     grid = [cell for cell in whole if bench.in_part(cell[1])]
     rows = read_store(store)

@@ -11,7 +11,7 @@ from typing import Any
 from glue_sparse.experiments.bench_config import BenchConfig, BenchConfigError
 from glue_sparse_tasks.atomic import write_text_atomic
 
-RESULTS_FILE = "results.jsonl"
+STORE_FILE = "results.jsonl"
 SUPERSEDED_FILE = "superseded.jsonl"  # rows of an earlier grid or defaults, kept out of the report
 SUPERSEDED_DIR = "superseded"
 

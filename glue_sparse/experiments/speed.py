@@ -17,6 +17,7 @@ from peft import get_peft_model
 from torch import nn
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from glue_sparse.experiments.finetune_config import TrainingOptions  # the tokens-per-example default
 from glue_sparse.experiments.speed_options import DTYPES, SpeedOptions  # noqa: F401  (also their old home)
 from glue_sparse.experiments.packaged import minilm_path, model_identity
 from glue_sparse.experiments.pruned_timing import (  # noqa: F401  (also their old home)
@@ -54,7 +55,7 @@ def mean_length(batches: Sequence[dict]) -> int:
 
 
 def tokenized_batches(tokenizer: Any, texts: Iterable[str], batch_size: int, n_batches: int,
-                      max_length: int = 128) -> list[dict]:
+                      max_length: int = TrainingOptions.max_length) -> list[dict]:
     """GLUE-like batches: consecutive texts, padded to the longest in each batch (dynamic length)."""
     texts = list(texts)[: batch_size * n_batches]
     return [

@@ -1,6 +1,8 @@
-"""Layer 3, the lm-eval model: ``sparse-gated`` serves fine-tuned (gated, pruned or plain) sequence
-classifiers to lm-eval's ``glue_sparse_*`` tasks. It imports lm-eval, so nothing below it does."""
+"""Layer 3, the lm-eval model: ``hf-classifier`` serves fine-tuned (gated, pruned or plain) sequence
+classifiers to lm-eval's ``glue_sparse_*`` tasks (``sparse-gated``: its old name, deprecated). It imports
+lm-eval, so nothing below it does."""
 
+from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM
 from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
 
-__all__ = ["SparseGatedLM"]
+__all__ = ["HFClassifierLM", "SparseGatedLM"]
