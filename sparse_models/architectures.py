@@ -16,24 +16,37 @@ from typing import Any
 
 from glue_sparse_tasks.errors import UserInputError
 
-__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "RESIDUAL_OUTPUT_TYPES", "default_target_modules", "chains_for",
+__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "RESIDUAL_OUTPUT_TYPES", "HEAD_NARROWING_TYPES",
+           "activation_name", "architecture_markdown", "default_target_modules", "linear_layer_names", "chains_for",
            "max_input_length"]
 
 _BERT_TARGETS = ("query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense")
 _LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
+# Module names as transformers' modeling files define them (modeling_<type>.py), attention projections
+# and both FFN matrices (the FineGates choice).
 DEFAULT_TARGET_MODULES: dict[str, tuple[str, ...]] = {
     "bert": _BERT_TARGETS,
     "roberta": _BERT_TARGETS,
     "xlm-roberta": _BERT_TARGETS,
     "electra": _BERT_TARGETS,
+    "deberta-v2": ("query_proj", "key_proj", "value_proj", "attention.output.dense", "intermediate.dense",
+                   "output.dense"),
+    "distilbert": ("q_lin", "k_lin", "v_lin", "out_lin", "ffn.lin1", "ffn.lin2"),
+    "mpnet": ("attn.q", "attn.k", "attn.v", "attn.o", "intermediate.dense", "output.dense"),
+    "albert": ("attention.query", "attention.key", "attention.value", "attention.dense", "ffn", "ffn_output"),
+    "modernbert": ("attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"),
     "gpt2": ("c_attn", "c_proj", "c_fc"),
+    "opt": ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"),
     "llama": _LLAMA_TARGETS,
     "mistral": _LLAMA_TARGETS,
     "qwen2": _LLAMA_TARGETS,
     "qwen3": _LLAMA_TARGETS,
+    "gemma": _LLAMA_TARGETS,
+    "gemma2": _LLAMA_TARGETS,
+    "gemma3_text": _LLAMA_TARGETS,
+    "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),
 }
-
 
 @dataclass(frozen=True)
 class Chain:
@@ -62,33 +75,130 @@ CHAINS: dict[str, tuple[Chain, ...]] = {
     "roberta": _BERT_CHAINS,
     "xlm-roberta": _BERT_CHAINS,
     "electra": _BERT_CHAINS,
+    # Disentangled attention also projects the relative-position embeddings with key_proj/query_proj
+    # (share_att_key) or with their own pos_* projections, so no query/key pairing is claimed.
+    "deberta-v2": (
+        Chain(("intermediate.dense",), "output.dense", narrow=True, needs_zero_activation=True),
+        Chain(("attention.self.value_proj",), "attention.output.dense", narrow=False, needs_zero_activation=False),
+    ),
+    "distilbert": (
+        Chain(("ffn.lin1",), "ffn.lin2", narrow=True, needs_zero_activation=True),
+        Chain(("attention.v_lin",), "attention.out_lin", narrow=False, needs_zero_activation=False),
+        Chain(("attention.k_lin",), "attention.q_lin", narrow=False, needs_zero_activation=False, mutual=True),
+    ),
+    # MPNet's relative-position bias is added to the scores, not projected: the q/k pairing holds.
+    "mpnet": (
+        Chain(("intermediate.dense",), "output.dense", narrow=True, needs_zero_activation=True),
+        Chain(("attention.attn.v",), "attention.attn.o", narrow=False, needs_zero_activation=False),
+        Chain(("attention.attn.k",), "attention.attn.q", narrow=False, needs_zero_activation=False, mutual=True),
+    ),
+    # ALBERT shares one layer across depth: its modules (and so its gates) exist once, as the chains do.
+    "albert": (
+        Chain(("ffn",), "ffn_output", narrow=True, needs_zero_activation=True),
+        Chain(("attention.value",), "attention.dense", narrow=False, needs_zero_activation=False),
+        Chain(("attention.key",), "attention.query", narrow=False, needs_zero_activation=False, mutual=True),
+    ),
+    # ModernBERT and Phi-3 fuse q/k/v into one matrix and the GLU's two inputs into one (row j and row
+    # j + intermediate both feed column j), which a one-to-one chain cannot express: per matrix only.
+    "modernbert": (),
+    "phi3": (),
     # GPT-2 fuses q, k and v into c_attn, so only its FFN chains.
     "gpt2": (Chain(("mlp.c_fc",), "mlp.c_proj", narrow=True, needs_zero_activation=True),),
+    # OPT has learned positions (no rotary), so queries and keys pair as in BERT.
+    "opt": (
+        Chain(("fc1",), "fc2", narrow=True, needs_zero_activation=True),
+        Chain(("self_attn.v_proj",), "self_attn.out_proj", narrow=False, needs_zero_activation=False),
+        Chain(("self_attn.k_proj",), "self_attn.q_proj", narrow=False, needs_zero_activation=False, mutual=True),
+    ),
     "llama": _LLAMA_CHAINS,
     "mistral": _LLAMA_CHAINS,
     "qwen2": _LLAMA_CHAINS,
     "qwen3": _LLAMA_CHAINS,
+    "gemma": _LLAMA_CHAINS,  # GELU(gate) * up: GELU(0) = 0, as SiLU
+    "gemma2": _LLAMA_CHAINS,
+    "gemma3_text": _LLAMA_CHAINS,
 }
 
 
 #: Model types whose residual adds happen inside output modules named ``*output`` holding ``dense``,
 #: ``dropout`` and ``LayerNorm`` and computing ``LayerNorm(dropout(dense(h)) + residual)`` (transformers'
-#: ``BertSelfOutput``/``BertOutput`` and their copies), so a row-pruned ``dense`` can add its kept rows
-#: straight into the residual (``sparse_models.residual_add``). GPT-2 and Llama add in the block's own
-#: forward and keep the scatter.
-RESIDUAL_OUTPUT_TYPES = ("bert", "roberta", "xlm-roberta", "electra")
+#: ``BertSelfOutput``/``BertOutput`` and their copies, ``DebertaV2*Output``, ``MPNetOutput``), so a
+#: row-pruned ``dense`` can add its kept rows straight into the residual (``sparse_models.residual_add``).
+#: GPT-2, Llama and the other decoders add in the block's own forward and keep the scatter.
+RESIDUAL_OUTPUT_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "deberta-v2", "mpnet")
 
 
-def default_target_modules(model_type: str) -> list[str]:
-    """The FineGates default targets for ``model_type``, or a clear error naming the known types."""
+#: Model types whose self-attention reshapes by ``attention_head_size`` and scales by ``scaling`` (two
+#: attributes), so a pruned model can run narrower heads with the original scaling.
+HEAD_NARROWING_TYPES = ("bert", "roberta", "xlm-roberta", "electra")
+
+#: What a user should know about a type beyond its targets and chains (the architecture table's last column).
+NOTES = {
+    "deberta-v2": "DeBERTa-v2/v3; no query/key pairing (relative-position projections)",
+    "albert": "one shared layer: one gate set per shared module, applied at every depth",
+    "modernbert": "fused `Wqkv` and GLU `Wi`: gated and pruned per matrix, no chains",
+    "gpt2": "fused `c_attn`: FFN chain only",
+    "phi3": "fused `qkv_proj` and `gate_up_proj`: gated and pruned per matrix, no chains",
+    "llama": "no query/key pairing (rotary)",
+}
+
+
+def architecture_markdown() -> str:
+    """The architecture table of docs/architectures.md, rendered from this module (a test compares them)."""
+    lines = ["| model_type | default target_modules | chains | residual add fused | heads narrowed | notes |",
+             "|---|---|---|---|---|---|"]
+    for model_type, targets in DEFAULT_TARGET_MODULES.items():
+        chains = ", ".join(("q/k paired" if c.mutual else f"{'+'.join(c.producers)} → {c.consumer}")
+                           for c in chains_for(model_type)) or "none (per matrix)"
+        note = NOTES.get(model_type) or (NOTES["llama"] if chains_for(model_type) == CHAINS["llama"] else "")
+        lines.append(f"| {model_type} | {', '.join(f'`{t}`' for t in targets)} | {chains} | "
+                     f"{'yes' if model_type in RESIDUAL_OUTPUT_TYPES else 'no'} | "
+                     f"{'yes' if model_type in HEAD_NARROWING_TYPES else 'no'} | {note} |")
+    return "\n".join(lines)
+
+
+#: Where a config names the FFN activation, for the types that do not call it ``hidden_act`` (GPT-2 and
+#: OPT: ``activation_function``), as each modeling file reads it.
+ACTIVATION_ATTRIBUTE = {"distilbert": "activation", "gemma2": "hidden_activation", "gemma3_text": "hidden_activation",
+                        "modernbert": "hidden_activation"}
+
+
+def activation_name(config: Any) -> str | None:
+    """The FFN activation's ``ACT2FN`` name in ``config`` (None if it names none)."""
+    attribute = ACTIVATION_ATTRIBUTE.get(getattr(config, "model_type", None))
+    if attribute:
+        return getattr(config, attribute, None)
+    return getattr(config, "hidden_act", None) or getattr(config, "activation_function", None)
+
+
+def default_target_modules(model_type: str, model: Any = None) -> list[str]:
+    """The FineGates default targets for ``model_type``, or a one-line error naming the known types and,
+    given the ``model``, the names of its linear layers (to copy into ``target_modules``)."""
     try:
         return list(DEFAULT_TARGET_MODULES[model_type])
     except KeyError:
         known = ", ".join(sorted(DEFAULT_TARGET_MODULES))
+        layers = f"; its linear layers: {', '.join(linear_layer_names(model))}" if model is not None else ""
         raise ValueError(
             f"No default sparse-gate target_modules for model_type {model_type!r} (known: {known}); "
-            "pass target_modules=[...] naming its linear layers."
+            f"pass target_modules=[...] naming its linear layers{layers}"
         ) from None
+
+
+def linear_layer_names(model: Any) -> list[str]:
+    """The distinct names of ``model``'s ``nn.Linear`` and GPT-2 ``Conv1D`` layers, with the block index
+    dropped (``layer.0.attention.q_lin`` and ``layer.1.attention.q_lin`` -> ``attention.q_lin``), in
+    model order: what ``target_modules`` matches by suffix."""
+    from torch import nn
+    from transformers.pytorch_utils import Conv1D
+
+    names: dict[str, None] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Linear, Conv1D)):
+            parts = name.split(".")
+            digits = [i for i, part in enumerate(parts) if part.isdigit()]
+            names[".".join(parts[digits[-1] + 1:]) if digits else name] = None
+    return list(names)
 
 
 def chains_for(model_type: str) -> tuple[Chain, ...]:

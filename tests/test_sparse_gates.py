@@ -28,7 +28,7 @@ from sparse_models import (
 from sparse_models.pruned_linear import PARALLEL_GATHER_MIN
 from sparse_models.sparse_gates.layout_costs import candidate_sides, choose_sides, choose_whole_model
 from sparse_models.sparse_gates.pruning import Side
-from tests.tiny_models import BUILDERS, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
+from tests.tiny_models import BUILDERS, MORE_ARCHITECTURES, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
 
 AUTO = {"SEQ_CLS": AutoModelForSequenceClassification, "CAUSAL_LM": AutoModelForCausalLM}
 PRUNED_CLASS = {"SEQ_CLS": SparsePrunedForSequenceClassification, "CAUSAL_LM": SparsePrunedForCausalLM}
@@ -57,7 +57,7 @@ def _mixed_layout(model, seed: int = 3) -> dict[str, Side]:
 @pytest.mark.parametrize("layout,align,heads", [("remove", 1, False), ("keep", 16, False), ("mixed", 4, False),
                                                 ("auto", 16, False), ("remove", 1, True), ("mixed", 4, True),
                                                 ("auto", 4, None), ("per-layer", 16, False)])
-@pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["bert", "roberta", "gpt2", "llama", *MORE_ARCHITECTURES])
 def test_pruned_model_matches_gated_eval_outputs_and_round_trips(arch, layout, align, heads, tmp_path):
     model = _gated(arch)
     set_gate_pattern(model)

@@ -46,8 +46,54 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
-BUILDERS = {"bert": tiny_bert, "roberta": tiny_roberta, "gpt2": tiny_gpt2, "llama": tiny_llama}
-TASK_TYPES = {"bert": "SEQ_CLS", "roberta": "SEQ_CLS", "gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM"}
+_SMALL = {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "intermediate_size": 64, "max_position_embeddings": 64}
+_DECODER = {**_SMALL, "num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": True, "bos_token_id": 0,
+            "eos_token_id": 0, "pad_token_id": 0}
+#: model_type -> (config class name, model class name, config kwargs): the architectures issue #40 added,
+#: each at the shape of its family (DeBERTa-v3: relative attention with shared keys; ALBERT: one shared layer)
+MORE_ARCHITECTURES = {
+    "deberta-v2": ("DebertaV2Config", "DebertaV2ForSequenceClassification",
+                   {**_SMALL, "relative_attention": True, "position_buckets": 16, "pos_att_type": ["p2c", "c2p"],
+                    "norm_rel_ebd": "layer_norm", "share_att_key": True}),
+    "distilbert": ("DistilBertConfig", "DistilBertForSequenceClassification",
+                   {"vocab_size": VOCAB, "dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 64,
+                    "max_position_embeddings": 64}),
+    "mpnet": ("MPNetConfig", "MPNetForSequenceClassification", _SMALL),
+    "albert": ("AlbertConfig", "AlbertForSequenceClassification", {**_SMALL, "embedding_size": 16}),
+    "modernbert": ("ModernBertConfig", "ModernBertForSequenceClassification",
+                   {**_SMALL, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
+                    "sep_token_id": 2, "global_attn_every_n_layers": 2, "local_attention": 8}),
+    "opt": ("OPTConfig", "OPTForCausalLM",
+            {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 64,
+             "max_position_embeddings": 64, "word_embed_proj_dim": 32, "bos_token_id": 0, "eos_token_id": 0,
+             "pad_token_id": 1}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", _DECODER),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", _DECODER),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM", {**_DECODER, "sliding_window": 8}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {**_DECODER, "head_dim": None}),
+}
+
+
+def tiny_model(model_type: str, seed: int = 0, num_labels: int = 2, vocab_size: int = VOCAB) -> torch.nn.Module:
+    """A tiny random model of one of ``MORE_ARCHITECTURES`` (eval mode)."""
+    import transformers
+
+    config_name, model_name, kwargs = MORE_ARCHITECTURES[model_type]
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    kwargs["vocab_size"] = vocab_size
+    config = getattr(transformers, config_name)(**kwargs)
+    if model_name.endswith("SequenceClassification"):
+        config.num_labels = num_labels
+    torch.manual_seed(seed)
+    return getattr(transformers, model_name)(config).eval()
+
+
+BUILDERS = {"bert": tiny_bert, "roberta": tiny_roberta, "gpt2": tiny_gpt2, "llama": tiny_llama,
+            **{t: (lambda t=t: tiny_model(t)) for t in MORE_ARCHITECTURES}}
+TASK_TYPES = {"bert": "SEQ_CLS", "roberta": "SEQ_CLS", "gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM",
+              **{t: "SEQ_CLS" if m.endswith("SequenceClassification") else "CAUSAL_LM"
+                 for t, (_, m, _) in MORE_ARCHITECTURES.items()}}
 
 
 def set_gate_pattern(peft_model, closed: float = 0.4, fractional: float = 0.2, seed: int = 1) -> None:
@@ -89,6 +135,26 @@ def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | Non
     tokenizer.save_pretrained(folder)
     if task:
         (folder / "run.json").write_text(json.dumps({"task": task, "num_labels": num_labels}))
+    return folder
+
+
+def save_tiny_encoder(folder, model_type: str, num_labels: int = 2, seed: int = 0):
+    """A tiny random encoder of one of ``MORE_ARCHITECTURES`` saved with the packaged MiniLM tokenizer
+    (its vocabulary sizes the embeddings; the special ids are the tokenizer's), ready for ``--model``."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from glue_sparse.experiments.packaged import minilm_path
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    model = tiny_model(model_type, seed=seed, num_labels=num_labels, vocab_size=tokenizer.vocab_size)
+    for name in ("pad", "cls", "sep"):
+        if hasattr(model.config, f"{name}_token_id"):
+            setattr(model.config, f"{name}_token_id", getattr(tokenizer, f"{name}_token_id"))
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder
 
 

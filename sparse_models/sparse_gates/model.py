@@ -55,7 +55,8 @@ class SparseGatesModel(BaseTuner):
 
     def _prepare_adapter_config(self, peft_config: SparseGatesConfig, model_config: dict) -> SparseGatesConfig:
         if peft_config.target_modules is None:
-            peft_config.target_modules = set(default_target_modules(model_config.get("model_type", "unknown")))
+            peft_config.target_modules = set(default_target_modules(model_config.get("model_type", "unknown"),
+                                                                    getattr(self, "model", None)))
         return peft_config
 
     def _prepare_model(self, peft_config: SparseGatesConfig, model: nn.Module) -> None:

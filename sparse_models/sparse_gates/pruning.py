@@ -22,7 +22,7 @@ from torch import nn
 from transformers.activations import ACT2FN
 from transformers.pytorch_utils import Conv1D
 
-from sparse_models.architectures import Chain, chains_for
+from sparse_models.architectures import HEAD_NARROWING_TYPES, Chain, activation_name, chains_for  # noqa: F401
 from sparse_models.modeling_sparse_pruned import set_attention_head_sizes, wrap_pruned
 from sparse_models.modules import replace_module, unwrap_gated_model
 from sparse_models.pruned_linear import PrunedLinear
@@ -207,7 +207,7 @@ def _weight_out_in(module: nn.Module) -> torch.Tensor:
 
 
 def _activation_maps_zero_to_zero(config: Any) -> bool:
-    name = getattr(config, "hidden_act", None) or getattr(config, "activation_function", None)
+    name = activation_name(config)
     if not isinstance(name, str) or name not in ACT2FN:
         return False
     return bool(ACT2FN[name](torch.zeros(1)).abs().max() == 0)
@@ -310,11 +310,6 @@ def plan_pruning(model: nn.Module) -> PruningPlan:
             residual_add=adds_into_residual(model_type, name, named.get(name.rpartition(".")[0])),
         )
     return PruningPlan(plans, closed_rows, total_rows, closed_cols, total_cols, model_type)
-
-
-#: Model types whose self-attention reshapes by ``attention_head_size`` and scales by ``scaling`` (two
-#: attributes), so a pruned model can run narrower heads with the original scaling.
-HEAD_NARROWING_TYPES = ("bert", "roberta", "xlm-roberta", "electra")
 
 
 def _per_head(kept: torch.Tensor, heads: int, head_dim: int) -> list[torch.Tensor]:
