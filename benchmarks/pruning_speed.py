@@ -17,5 +17,5 @@ from glue_sparse.cli.main import main
 if __name__ == "__main__":
     defaults = ["speed", "--removed", "0.1,0.2,0.4,0.6", "--batch-sizes", "32,1", "--batches", "8", "--rounds", "7",
                 "--threads", "2", "--layouts", "auto,per-layer,keep,remove",
-                "--output", "benchmarks/results/pruning_speed.json"]
+                "--output", "benchmarks/results/pruning_speed/pruning_speed.json"]
     sys.exit(main(defaults + sys.argv[1:]))

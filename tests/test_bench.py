@@ -438,3 +438,29 @@ def test_demo_table_averages_the_tasks_and_the_headline_reads_the_converged_repo
     assert "5-task average full 67.2," in line and "magnitude r0.3 62.9" in line and "SST2 full 86.6" in line
     missing = converged_headline(["sst2"], report=tmp_path / "absent.csv")
     assert "not in this install" in missing
+
+
+def test_targets_are_read_from_targets_json_and_a_bench_config_overrides_them(finished, tmp_path):
+    from glue_sparse.experiments.bench_targets import DEFAULT_BENCH_TARGETS, TARGETS_FILE, TargetsError
+
+    written = json.loads(TARGETS_FILE.read_text())["bench"]
+    assert DEFAULT_BENCH_TARGETS.gates_gap_to_full == written["gates_gap_to_full"]
+    grid = {"tasks": ["rte"], "methods": ["full"]}
+    assert BenchConfig.from_dict(grid).goals() == DEFAULT_BENCH_TARGETS
+    loose = BenchConfig.from_dict({**grid, "targets": {"gates_gap_to_full": 40.0}}).goals()
+    assert loose.gates_gap_to_full == 40.0 and loose.latency_target == DEFAULT_BENCH_TARGETS.latency_target
+    with pytest.raises(TargetsError, match=r"grid.json: targets: unknown target\(s\) \['gates_gap'\]"):
+        BenchConfig.from_dict({**grid, "targets": {"gates_gap": 1}}, "grid.json")
+    _, store, _ = finished
+    summaries = list(summarise(read_store(store)))
+    strict, lenient = targets(summaries), targets(summaries, loose)
+    claim = [line for line in strict if "points of full" in line]
+    assert claim and all("within 2.0 points of full" in line for line in claim)
+    assert all("within 40.0 points of full: met" in line for line in lenient if "points of full" in line)
+    # the command reads a config's block
+    config = tmp_path / "grid.json"
+    config.write_text(json.dumps({**grid, "targets": {"gates_gap_to_full": 40.0}}))
+    from glue_sparse.cli.main import main
+
+    assert main(["report", "--results", str(store), "--out", str(tmp_path / "r"), "--config", str(config)]) == 0
+    assert "within 40.0 points of full: met" in (tmp_path / "r" / "report.md").read_text()

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     (output / "bench_config.json").write_text(json.dumps(bench.to_dict(), indent=2, default=str) + "\n")
     store = run_bench(bench, output, log=logging.getLogger("glue_sparse").info, executor=args.executor,
                       address=args.address, retries=args.retries, retime_latency=args.retime_latency)
-    paths = write_report(read_store(store), output / "report", args.convention)
+    paths = write_report(read_store(store), output / "report", args.convention, goals=bench.goals())
     print(f"\nresults: {store}\nreport:  {paths['markdown']}\ncsv:     {paths['csv']}\n"
           f"plots:   {paths['score_plot']}, {paths['latency_plot']}")
     return 0

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from glue_sparse.experiments.bench_config import BenchConfigError
+from glue_sparse.experiments.bench_config import BenchConfig, BenchConfigError
+from glue_sparse.experiments.bench_targets import DEFAULT_BENCH_TARGETS
 from glue_sparse.experiments.bench_store import read_stores
 
 
@@ -16,6 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="folder for report.md, report.csv and the plots")
     p.add_argument("--convention", default="default", help="default, leaderboard or bert_paper")
     p.add_argument("--title", default="glue-sparse benchmark")
+    p.add_argument("--config", help="the bench config whose targets block to judge by (default: targets.json's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         rows = read_stores(args.results)
-        paths = write_report(rows, args.out, args.convention, title=args.title)
+        goals = BenchConfig.load(args.config).goals(args.config) if args.config else DEFAULT_BENCH_TARGETS
+        paths = write_report(rows, args.out, args.convention, title=args.title, goals=goals)
     except (BenchConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

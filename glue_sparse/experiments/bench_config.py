@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from glue_sparse.experiments.bench_targets import BenchTargets
 from glue_sparse.experiments.finetune_config import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
 from glue_sparse_tasks.errors import UserInputError
 
@@ -60,6 +61,8 @@ class BenchConfig:
     only_seeds: list[int] | None = None
     only_regimes: list[str] | None = None
     only_arms: list[str] | None = None  # method labels, e.g. "gates r0.3"
+    #: the report's targets for this grid, over targets.json's bench ones (e.g. {"gates_gap_to_full": 3.0})
+    targets: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
@@ -100,7 +103,12 @@ class BenchConfig:
             raise BenchConfigError(f"{path}: expected a mapping at the top level")
         return cls.from_dict(raw, str(path))
 
+    def goals(self, source: str = "bench config") -> BenchTargets:
+        """The targets the report judges this grid by."""
+        return BenchTargets.load(self.targets, f"{source}: targets")
+
     def validate(self, source: str = "bench config") -> None:
+        self.goals(source)
         if self.latency_timing not in LATENCY_TIMINGS:
             raise BenchConfigError(f"{source}: latency_timing must be one of {LATENCY_TIMINGS}, got "
                                    f"{self.latency_timing!r}")

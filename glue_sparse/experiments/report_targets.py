@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from glue_sparse.experiments.bench_targets import DEFAULT_BENCH_TARGETS, BenchTargets
 from glue_sparse.experiments.finetune_config import GATE_METHODS
 from glue_sparse_tasks import scoring
 
@@ -58,23 +59,24 @@ def paired(arm: dict[str, Any], other: dict[str, Any]) -> Paired | None:
     return Paired(seeds, tasks, average(arm), average(other), by_task)
 
 
-CONVERGENCE_FLOOR = 66.0  # full fine-tuning's 5-task average (×100) below which rankings mean nothing
-CONVERGENCE_FLOOR_TASKS = ("cola", "mrpc", "rte", "sst2", "stsb")  # the five tasks with local training data
-GATES_GAP_TO_FULL = 2.0  # points
-GATES_MARGIN_OVER_MAGNITUDE = 1.0  # points
-REMOVAL_TOLERANCE = 0.03  # share of gated weights
-LATENCY_TARGET = 1.3  # dense / pruned, at >= 40% of gated weights removed
-LATENCY_TARGET_REMOVAL = 0.4
+# The thresholds' old module-level names (their numbers live in targets.json)
+CONVERGENCE_FLOOR = DEFAULT_BENCH_TARGETS.convergence_floor
+CONVERGENCE_FLOOR_TASKS = DEFAULT_BENCH_TARGETS.convergence_floor_tasks
+GATES_GAP_TO_FULL = DEFAULT_BENCH_TARGETS.gates_gap_to_full
+GATES_MARGIN_OVER_MAGNITUDE = DEFAULT_BENCH_TARGETS.gates_margin_over_magnitude
+REMOVAL_TOLERANCE = DEFAULT_BENCH_TARGETS.removal_tolerance
+LATENCY_TARGET = DEFAULT_BENCH_TARGETS.latency_target
+LATENCY_TARGET_REMOVAL = DEFAULT_BENCH_TARGETS.latency_target_removal
 
 
-def _covers_floor_tasks(tasks: Sequence[str]) -> bool:
+def _covers_floor_tasks(tasks: Sequence[str], goals: BenchTargets = DEFAULT_BENCH_TARGETS) -> bool:
     """Whether an average spans the five tasks the targets are stated for (not a part of the grid)."""
-    return set(CONVERGENCE_FLOOR_TASKS) <= set(tasks)
+    return set(goals.convergence_floor_tasks) <= set(tasks)
 
 
-def _where(regime: str, gates: dict[str, Any], pair: Paired) -> str:
+def _where(regime: str, gates: dict[str, Any], pair: Paired, goals: BenchTargets) -> str:
     """Which cells a comparison stands on: the shared seeds, and the tasks when not the five."""
-    over = "" if _covers_floor_tasks(pair.tasks) else f", averages over {'+'.join(pair.tasks)} only"
+    over = "" if _covers_floor_tasks(pair.tasks, goals) else f", averages over {'+'.join(pair.tasks)} only"
     return f"[{regime}, {gates['label']}, seeds {','.join(map(str, pair.seeds))}{over}]"
 
 
@@ -93,8 +95,9 @@ def _memory_claim(pair: Paired) -> str:
             f"{pair.other_peak_rss_mb:.0f} MB ({pair.peak_rss_mb - pair.other_peak_rss_mb:+.0f} MB)")
 
 
-def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
-    """The benchmark's targets (issue #14), each stated as met or missed with its margin.
+def targets(summaries: Sequence[dict[str, Any]], goals: BenchTargets = DEFAULT_BENCH_TARGETS) -> list[str]:
+    """The benchmark's targets (issue #14; their numbers: ``goals``, from targets.json or a bench
+    config's ``targets`` block), each stated as met or missed with its margin.
 
     Comparisons are made on the cells both sides share (``paired``: the same seeds, the same tasks on
     each), so a one-seed variant is never judged against a three-seed mean, nor a two-task average
@@ -105,46 +108,49 @@ def targets(summaries: Sequence[dict[str, Any]]) -> list[str]:
         in_regime = [s for s in summaries if s["regime"] == regime]
         by_label = {s["label"]: s for s in in_regime}
         full, lora = by_label.get("full"), by_label.get("lora")
-        if full and full["glue_average"].values and not _covers_floor_tasks(full["average_tasks"]):
-            lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {CONVERGENCE_FLOOR:.1f} on the "
-                         f"{'+'.join(CONVERGENCE_FLOOR_TASKS)} average: not judged, these rows average "
+        if full and full["glue_average"].values and not _covers_floor_tasks(full["average_tasks"], goals):
+            lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {goals.convergence_floor:.1f} on the "
+                         f"{'+'.join(goals.convergence_floor_tasks)} average: not judged, these rows average "
                          f"{'+'.join(full['average_tasks'])} "
                          "only (a part of the grid)"
                          + (f"; full not above chance on {', '.join(full['not_above_chance'])}"
                             if full["not_above_chance"] else ""))
         elif full and full["glue_average"].values:
             avg = full["glue_average"].mean * 100
-            lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {CONVERGENCE_FLOOR:.1f} "
+            lines.append(f"- [{regime}] convergence floor, full fine-tuning ≥ {goals.convergence_floor:.1f} "
                          f"({'+'.join(full['average_tasks'])}, seeds {','.join(map(str, full['seeds']))}): "
-                         f"{_verdict(avg >= CONVERGENCE_FLOOR)} — {avg:.2f} ({avg - CONVERGENCE_FLOOR:+.2f})"
+                         f"{_verdict(avg >= goals.convergence_floor)} — {avg:.2f} "
+                         f"({avg - goals.convergence_floor:+.2f})"
                          + (f"; not above chance on {', '.join(full['not_above_chance'])}"
                             if full["not_above_chance"] else "; above chance on every task"
                             if full["chance_recorded"] else "; chance scores not recorded in these rows"))
         for gates in [s for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"]]:
             magnitude = next((s for s in in_regime if s["method"] == "magnitude"
                               and s["target_removal"] == gates["target_removal"]), None)
-            for other, goal, claim in ((full, -GATES_GAP_TO_FULL, f"within {GATES_GAP_TO_FULL:.1f} points of full"),
-                                       (magnitude, GATES_MARGIN_OVER_MAGNITUDE,
-                                        f"≥ {GATES_MARGIN_OVER_MAGNITUDE:.1f} point above "
+            for other, goal, claim in ((full, -goals.gates_gap_to_full,
+                                        f"within {goals.gates_gap_to_full:.1f} points of full"),
+                                       (magnitude, goals.gates_margin_over_magnitude,
+                                        f"≥ {goals.gates_margin_over_magnitude:.1f} point above "
                                         f"{magnitude['label'] if magnitude else 'magnitude'}")):
                 pair = paired(gates, other) if other else None
                 if pair is not None:
                     lead = (pair.average - pair.other_average) * 100  # gates minus the other arm, in points
-                    lines.append(f"- {_where(regime, gates, pair)} gates {claim}: {_verdict(lead >= goal)} — "
+                    lines.append(f"- {_where(regime, gates, pair, goals)} gates {claim}: {_verdict(lead >= goal)} — "
                                  f"gates − {other['label']} = {lead:+.2f} points (margin {lead - goal:+.2f})")
             pair = paired(gates, lora) if lora else None
             if pair is not None:
-                lines.append(f"- {_where(regime, gates, pair)} {_memory_claim(pair)}")
+                lines.append(f"- {_where(regime, gates, pair, goals)} {_memory_claim(pair)}")
     errors = [(e, s["label"], s["regime"]) for s in summaries for e in s["removal_errors"]]
     if errors:
         worst, label, regime = max(errors)
-        lines.append(f"- achieved removal within ±{REMOVAL_TOLERANCE * 100:.0f} points of the request on every row "
-                     f"({len(errors)} rows): {_verdict(worst <= REMOVAL_TOLERANCE)} — largest miss "
+        lines.append(f"- achieved removal within ±{goals.removal_tolerance * 100:.0f} points of the request on "
+                     f"every row ({len(errors)} rows): {_verdict(worst <= goals.removal_tolerance)} — largest miss "
                      f"{worst * 100:.2f} points ({label}, {regime})")
     for s in summaries:
-        if s["latency_ratio"].values and s["removed_gated"].mean >= LATENCY_TARGET_REMOVAL:
+        if s["latency_ratio"].values and s["removed_gated"].mean >= goals.latency_target_removal:
             r = s["latency_ratio"].mean
-            lines.append(f"- [{s['regime']}, {s['label']}] pruned CPU latency ≥ {LATENCY_TARGET}× dense at "
-                         f"{s['removed_gated'].mean * 100:.0f}% removed: {_verdict(r >= LATENCY_TARGET)} — {r:.2f}× "
-                         f"(margin {r - LATENCY_TARGET:+.2f}×)")
+            lines.append(f"- [{s['regime']}, {s['label']}] pruned CPU latency ≥ {goals.latency_target}× dense at "
+                         f"{s['removed_gated'].mean * 100:.0f}% removed: {_verdict(r >= goals.latency_target)} — "
+                         f"{r:.2f}× "
+                         f"(margin {r - goals.latency_target:+.2f}×)")
     return lines

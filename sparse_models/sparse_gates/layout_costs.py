@@ -56,7 +56,7 @@ INDEX_OP_MARGIN = 0.02
 #: In the whole-model check, a layout with index work must beat the one without by this share: the
 #: check's own noise, the spread among identical copies of dense MiniLM it timed, was a median 2.7%
 #: (20 rounds, 10 checks; benchmarks/results/whole_model_check_noise). With 1% it returned `remove`
-#: (1.00x) at 10% closed where `keep` ran 1.04x (benchmarks/results/pruning_speed_history.md).
+#: (1.00x) at 10% closed where `keep` ran 1.04x (benchmarks/results/pruning_speed/history.md).
 WHOLE_MODEL_MARGIN = 0.03
 #: Sequence length of the whole-model check's synthetic batches when the caller gives none (GLUE-like).
 #: Give the real one where known: at 20% closed the check ranked `remove` 6% ahead of `keep` on 24 x 64
