@@ -465,8 +465,8 @@ def test_bad_input_errors(tmp_path):
         SparseGatesConfig(target_sparsity=1.0)
     with pytest.raises(ValueError, match="bias"):
         SparseGatesConfig(bias="lora_only")
-    with pytest.raises(ValueError, match="model_type 'albert'"):
-        sparse_models.architectures.default_target_modules("albert")
+    with pytest.raises(ValueError, match="model_type 'xlnet'"):
+        sparse_models.architectures.default_target_modules("xlnet")
     model = peft.get_peft_model(tiny_bert(), SparseGatesConfig(task_type="SEQ_CLS"))
     model.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"module 'bert\.encoder\.layer\.0\..*' .* shape \(48"):
