@@ -12,10 +12,13 @@ import subprocess
 import sys
 import time
 
+_CLI = [sys.executable, "-m", "glue_sparse.cli.main"]
 CALLS = {"python -c pass": [sys.executable, "-c", "pass"],
-         "glue-sparse --help": [sys.executable, "-m", "glue_sparse.cli.main", "--help"],
-         "glue-sparse data --help": [sys.executable, "-m", "glue_sparse.cli.main", "data", "--help"],
-         "glue-sparse pretrain --help": [sys.executable, "-m", "glue_sparse.cli.main", "pretrain", "--help"]}
+         "glue-sparse --help": [*_CLI, "--help"],
+         "glue-sparse data --help": [*_CLI, "data", "--help"],
+         "glue-sparse data --no-hub --tasks rte": [*_CLI, "data", "--no-hub", "--tasks", "rte"],
+         "glue-sparse finetune --help": [*_CLI, "finetune", "--help"],
+         "glue-sparse pretrain --help": [*_CLI, "pretrain", "--help"]}
 
 
 def median_seconds(cmd: list[str], runs: int) -> float:

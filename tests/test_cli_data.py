@@ -35,3 +35,16 @@ def test_console_script_on_real_data(shared_glue_dir):
 def test_unknown_task(capsys):
     assert main(["data", "--tasks", "glue"]) == 2
     assert "valid tasks are" in capsys.readouterr().err
+
+
+def test_no_local_folder_given_says_how_to_give_one(monkeypatch, capsys):
+    monkeypatch.delenv("GLUE_SPARSE_DATA_DIR", raising=False)
+    assert main(["data", "--tasks", "rte", "--no-hub"]) == 0
+    out = capsys.readouterr().out
+    assert "0 splits found, 2 missing" in out
+    assert "No local folder was given: pass --data-dir or set $GLUE_SPARSE_DATA_DIR" in out
+
+
+def test_no_hint_when_a_folder_was_given(glue_fixture_dir, capsys):
+    assert main(["data", "--data-dir", str(glue_fixture_dir), "--tasks", "qqp", "--no-hub"]) == 0
+    assert "No local folder was given" not in capsys.readouterr().out
