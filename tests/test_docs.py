@@ -1,8 +1,11 @@
 """The README stays a short user guide (issue #39: at most 250 lines, and this fails past 300) whose
-relative links all lead to files in the repository."""
+relative links all lead to files in the repository, and whose headline numbers are the committed results
+they link to (one source of truth: a re-run that changes a result fails here until the README follows)."""
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from pathlib import Path
 
@@ -23,3 +26,38 @@ def test_readme_and_docs_links_lead_to_files():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(REPO)} -> {target}")
     assert not broken, broken
+
+
+def _headline(what: str) -> str:
+    """The result cell of the README's headline row that starts with ``what``."""
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith(f"| {what}"):
+            return line.split("|")[2]
+    raise AssertionError(f"README.md has no headline row starting with {what!r}")
+
+
+def test_readme_glue_headline_is_the_converged_report():
+    results = REPO / "benchmarks/results"
+    with open(results / "minilm_converged/report/report.csv", newline="") as f:
+        rows = {r["method"]: r for r in csv.DictReader(f) if r["regime"] == "limited"}
+    cell = _headline("MiniLM, limited regime")
+    for name, method in [("full", "full"), ("gates", "gates r0.3"), ("gates+full", "gates+full r0.3"),
+                         ("magnitude", "magnitude r0.3")]:
+        mean_sd = rows[method]["GLUE avg"].split(" (")[0]  # "67.2 ± 0.2 (67.3)": mean ± sd (median)
+        assert f"{name} {mean_sd}" in cell, (method, mean_sd, cell)
+
+
+def test_readme_speed_headline_is_the_pruning_speed_run():
+    rows = json.loads((REPO / "benchmarks/results/pruning_speed/pruning_speed.json").read_text())["rows"]
+    [row] = [r for r in rows if r["level"].startswith("random 40%") and r["layout"] == "auto"
+             and r["batch_size"] == 32]
+    assert f"{row['latency_ratio']:.2f}× dense" in _headline("pruned MiniLM speed at 40%")
+
+
+def test_readme_smollm2_headline_is_the_posttrain_store():
+    store = REPO / "benchmarks/results/posttrain_structured_smollm2/results.jsonl"
+    ppl = {json.loads(line)["cell"]: json.loads(line)["perplexity"] for line in store.read_text().splitlines()}
+    cell = _headline("SmolLM2-135M, 20%")
+    for name, key in [("dense", "dense"), ("unit gates", "gates@0.2"), ("FLAP", "flap@0.2"),
+                      ("wanda-sp", "wanda-sp@0.2")]:
+        assert f"{name} {ppl[key]['c4']:.1f} / {ppl[key]['wikitext2']:.1f}" in cell, (key, cell)
