@@ -56,7 +56,7 @@ def test_readme_speed_headline_is_the_pruning_speed_run():
 
 def test_readme_smollm2_headline_is_the_posttrain_store():
     store = REPO / "benchmarks/results/posttrain_structured_smollm2/results.jsonl"
-    ppl = {json.loads(line)["cell"]: json.loads(line)["perplexity"] for line in store.read_text().splitlines()}
+    ppl = {row["cell"]: row["perplexity"] for row in map(json.loads, store.read_text().splitlines())}
     cell = _headline("SmolLM2-135M, 20%")
     for name, key in [("dense", "dense"), ("unit gates", "gates@0.2"), ("FLAP", "flap@0.2"),
                       ("wanda-sp", "wanda-sp@0.2")]:

@@ -7,7 +7,7 @@ import json
 import os
 from collections import Counter
 
-from glue_sparse_tasks.data import DATA_DIR_ENV, load_glue_rows
+from glue_sparse_tasks.data import DATA_DIR_ENV, data_dirs, load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS, POOLED_SPLIT
 from glue_sparse_tasks.local_formats import GlueDataError, GlueSplitNotFound
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r['task']:<6} {r['split']:<22} {r['rows']:>7}  {r['labels']:<34} "
                   f"{r['sha256'][:12]}  {r['source']}")
     print(f"\n{len(records) - missing - broken} splits found, {missing} missing, {broken} unreadable.")
-    if missing and not (args.data_dir or os.environ.get(DATA_DIR_ENV)):
+    if missing and not data_dirs(args.data_dir):
         print(f"No local folder was given: pass --data-dir or set ${DATA_DIR_ENV} to the folder holding "
               "the task folders.")
     return 2 if broken else 0
