@@ -64,7 +64,7 @@ def converged_headline(tasks: list[str], report: Path = CHECKOUT / CONVERGED_REP
     parts = [f"{name} " + ", ".join(f"{label} {first(found[label][column])}" for label in labels if label in found)
              for name, column in [("5-task average", "GLUE avg"), *((t.upper(), t) for t in tasks)]]
     seeds = found[labels[0]]["seeds"] if labels[0] in found else "?"
-    return (f"converged benchmark ({CONVERGED_REPORT}; 10,000 rows, 5 epochs, seeds {seeds}, ×100): "
+    return (f"converged benchmark, packaged MiniLM ({CONVERGED_REPORT}; 10,000 rows, 5 epochs, seeds {seeds}, ×100): "
             + "; ".join(parts))
 
 

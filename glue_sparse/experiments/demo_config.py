@@ -25,13 +25,14 @@ class DemoOptions:
 
     output: str = option("demo_out", "folder for the demo bench (rerun: finished cells are kept)")
     data_dir: str | None = option(None, "GLUE folder (default: $GLUE_SPARSE_DATA_DIR or ../shared/data/glue)")
+    model: str | None = option(None, "encoder folder or Hub name (default: the packaged MiniLM)")
     tasks: str = option("sst2", "comma-separated GLUE tasks (e.g. sst2,mrpc: about 9 min more on 2 cores)")
     train_limit: int = option(2000, "first training rows per task")
     epochs: float = option(2.0, "training epochs")
 
     def note(self) -> str:
         return (f"Main job: full fine-tuning vs sparse gates vs magnitude pruning, both closing 30% of gated weights, "
-                f"packaged MiniLM, {self.tasks}. It differs from the converged benchmark "
+                f"{self.model or 'packaged MiniLM'}, {self.tasks}. It differs from the converged benchmark "
                 f"(benchmarks/minilm_converged.json: 5 tasks, 10,000 rows, 5 epochs, 3 seeds) only in size: "
                 f"first {self.train_limit} training rows, {self.epochs:g} epochs, one seed.")
 
@@ -41,4 +42,5 @@ class DemoOptions:
             "tasks": [t for t in self.tasks.split(",") if t], "regimes": ["limited"], "seeds": [1],
             "methods": list(DEMO_METHODS), "finetune": {"train_limit": self.train_limit, "epochs": self.epochs},
             "latency_docs": 64, "latency_rounds": 3, "data_dir": data_dir, "use_hub": data_dir is None,
+            "base_model": self.model,
         }, "demo")

