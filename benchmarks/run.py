@@ -45,6 +45,10 @@ SUITE: dict[str, Benchmark] = {
                            ("--device", "cpu", "--skip-speed", "--out", "{out}/gpu_check.json")),
     "smollm2-glue": Benchmark("smollm2_glue.py", "packaged SmolLM2-135M on the glue_sparse tasks via the lm_eval CLI",
                               ("--tasks", "rte", "--limit", "2", "--data-dir", "{data}")),
+    "pretrain-pipeline": Benchmark(
+        "pretrain_pipeline.py", "pre-training input pipeline: token cache vs tokenising while training (tokens/s, "
+        "data wait per step)", ("--synthetic-docs", "60", "--tokenizer", "bpe:300", "--seqlen", "32", "--batch-size",
+                                "2", "--batches", "5", "--steps", "2", "--out", "{out}/pipeline.json")),
     "pretrain-cpu": Benchmark("pretrain_cpu.sh",
                               "the committed CPU pre-training sweep and twins (results/pretrain_c4_cpu)", None),
 }

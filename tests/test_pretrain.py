@@ -300,3 +300,51 @@ def test_the_bpe_tokenizer_is_trained_once_per_content_and_deterministic(corpus,
     other, other_record = load_tokenizer("bpe:300", train_source(None, str(corpus), "0:40"))
     assert other_record["content_sha256_16"] != record["content_sha256_16"]
     assert len(list((tmp_path / "cache" / "tokenizers").iterdir())) == 2
+
+
+def _first_blocks(blocks, n: int) -> list:
+    stream = iter(blocks)
+    return [next(stream) for _ in range(n)]
+
+
+@pytest.mark.parametrize("lanes, docs", [(1, "5:100"), (2, ":")])
+def test_cached_token_blocks_equal_the_tokenised_blocks_past_a_full_pass(lanes, docs, corpus, tmp_path, monkeypatch):
+    """The token cache (issue #49) gives block for block what tokenising while training gives, across the
+    wrap to a second pass, for a document slice over one lane and for whole shards over two lanes."""
+    from glue_sparse.experiments.pretrain_data import PackedBlocks, lane_sources, load_tokenizer, train_source
+
+    monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
+    source = train_source(str(corpus / "shards"), None, docs)
+    tokenizer, _ = load_tokenizer("bpe:320", source)
+    cached = PackedBlocks(lane_sources(source, lanes), tokenizer, 32, chunk=2)
+    streamed = PackedBlocks(lane_sources(source, lanes), tokenizer, 32, chunk=2, token_cache=False)
+    assert cached.fingerprint and streamed.fingerprint is None
+    one_pass = sum(len(tokenizer(t, add_special_tokens=False).input_ids) + 1 for t in source.documents()) // 32
+    n = 2 * one_pass + 3
+    got, expected = _first_blocks(cached, n), _first_blocks(streamed, n)
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
+               for a, b in zip(got, expected))
+    assert got[0]["input_ids"].dtype == torch.long
+    built = sorted(p.name for p in (tmp_path / "cache" / "tokens").iterdir())
+    assert len(built) == 2 and not any(name.startswith(".") for name in built)  # one per shard, no staging left
+
+
+def test_the_token_cache_is_keyed_by_shard_content_and_tokenizer(corpus, tmp_path, monkeypatch):
+    from glue_sparse.experiments.pretrain_data import load_tokenizer, train_source
+    from glue_sparse.experiments.token_cache import shard_tokens, tokenizer_fingerprint
+
+    monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
+    shard = _write(tmp_path / "c4-train.00000-of-00001.json", _docs(20, 3))
+    tokenizer, _ = load_tokenizer("bpe:320", train_source(str(shard), None, ":"))
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    first = shard_tokens(shard, tokenizer, fingerprint)
+    assert len(first.doc_ends) == 20 and first.tokens.dtype == "uint16" and int(first.doc_ends[-1]) == len(first.tokens)
+    assert first.tokens[int(first.doc_ends[0]) - 1] == tokenizer.eos_token_id
+    entry = next((tmp_path / "cache" / "tokens").iterdir())
+    assert shard_tokens(shard, tokenizer, fingerprint).tokens.filename == first.tokens.filename  # read, not rebuilt
+    _write(shard, _docs(21, 3))  # new content: a new entry, the old one untouched
+    assert len(shard_tokens(shard, tokenizer, fingerprint).doc_ends) == 21 and entry.is_dir()
+    other, _ = load_tokenizer("bpe:320", train_source(str(corpus / "shards"), None, ":"))  # other merges
+    assert tokenizer_fingerprint(other) != fingerprint
+    shard_tokens(shard, other, tokenizer_fingerprint(other))
+    assert len(list((tmp_path / "cache" / "tokens").iterdir())) == 3

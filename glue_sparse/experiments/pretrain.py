@@ -212,7 +212,7 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
         gate_lr = (options.gate_lr or options.lr) if options.recipe == "reference" else gate_learning_rate(
             {"gate_learning_rate": options.gate_lr, "recipe": "removal", "target_removal": options.target_removal},
             counts["steps"])
-    blocks = PackedBlocks(lanes, tokenizer, options.seqlen, chunk, read)
+    blocks = PackedBlocks(lanes, tokenizer, options.seqlen, chunk, read, token_cache=options.token_cache)
     validation = ValidationCallback(val_texts, tokenizer, options.seqlen, options.eval_tokens,
                                     options.eval_batch_size, options.eval_every, counts["tokens_per_step"])
     trainer = SparseGatesTrainer(
@@ -235,7 +235,8 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
               "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None,
               "world_size": processes.num_processes, "train_seconds_this_session": seconds,
               "tokenizer": tokenizer_record,
-              "train_data": {**source.describe(), "lanes": options.data_lanes, "lanes_read_by_main_process": read},
+              "train_data": {**source.describe(), "lanes": options.data_lanes, "lanes_read_by_main_process": read,
+                             "token_cache": bool(blocks.fingerprint) and not source.hub},
               "validation": {**val_prov.to_dict(), "docs": options.eval_docs},
               "gate_learning_rate": gate_lr, "curve": curve,
               "train_loss": [{"step": e["step"], "loss": e["loss"]} for e in state.log_history if "loss" in e]}

@@ -18,13 +18,14 @@ import tempfile
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch.utils.data import IterableDataset
 
 from glue_sparse.experiments.packaged import cache_root, smollm2_path
 from glue_sparse.experiments.perplexity import PerplexityError, doc_range, packed_token_stream
+from glue_sparse.experiments.token_cache import TokenLane, lane_spans, shard_tokens, tokenizer_fingerprint
 from glue_sparse_tasks.text_corpora import iter_jsonl_texts, load_c4_texts, local_c4_files
 
 HUB = "hub"
@@ -141,16 +142,20 @@ class PackedBlocks(IterableDataset):
 
     Deterministic: the n-th block is a function of the documents, the tokenizer and ``seqlen`` alone, so
     the Trainer's skip of consumed batches puts a resumed run at exactly the position it stopped at.
+    With ``token_cache`` (local shards and a tokenizer with a serialisable backend) the blocks are cut
+    from each shard's cached token file (``token_cache.py``), built the first time a process reads the
+    lane; otherwise each document is tokenised as it is reached. Both give the same blocks.
 
     With several *lanes* (``lane_sources``: each its own shards, packed on its own), the stream takes
     ``chunk`` blocks from each lane in turn. A process reads only the lanes in ``read``: every other
     block is a ``None`` placeholder, which accelerate's per-rank slicing (``IterableDatasetShard``) drops
     unseen when the lanes are laid out so that each rank's slice of every window is its own lanes."""
 
-    def __init__(self, lane_sources: Sequence[Callable[[], Iterable[str]]], tokenizer: Any, seqlen: int,
-                 chunk: int = 1, read: Sequence[int] | None = None) -> None:
+    def __init__(self, lane_sources: Sequence[TrainSource], tokenizer: Any, seqlen: int,
+                 chunk: int = 1, read: Sequence[int] | None = None, token_cache: bool = True) -> None:
         self.lane_sources, self.tokenizer, self.seqlen, self.chunk = list(lane_sources), tokenizer, seqlen, chunk
         self.read = list(range(len(self.lane_sources))) if read is None else list(read)
+        self.fingerprint = tokenizer_fingerprint(tokenizer) if token_cache else None
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor] | None]:
         streams = [self._lane(k) if k in self.read else None for k in range(len(self.lane_sources))]
@@ -160,17 +165,32 @@ class PackedBlocks(IterableDataset):
                     yield None if stream is None else next(stream)
 
     def _lane(self, lane: int) -> Iterator[dict[str, torch.Tensor]]:
+        source = self.lane_sources[lane]
+        ids_blocks = (self._cached(source) if self.fingerprint and not source.hub else self._tokenised(source))
+        for ids in ids_blocks:
+            yield {"input_ids": ids, "labels": ids.clone()}
+
+    def _cached(self, source: TrainSource) -> Iterator[torch.Tensor]:
+        shards = [shard_tokens(f, self.tokenizer, self.fingerprint) for f in source.files]
+        tokens = TokenLane(lane_spans(shards, source.start, source.stop))
+        if tokens.length < self.seqlen:
+            raise self._too_short()
+        return tokens.blocks(self.seqlen)
+
+    def _tokenised(self, source: TrainSource) -> Iterator[torch.Tensor]:
         block: list[int] = []
         while True:
             produced = False
-            for token in packed_token_stream(self.tokenizer, self.lane_sources[lane]()):
+            for token in packed_token_stream(self.tokenizer, source.documents()):
                 block.append(token)
                 if len(block) == self.seqlen:
-                    ids = torch.tensor(block, dtype=torch.long)
-                    yield {"input_ids": ids, "labels": ids.clone()}
+                    yield torch.tensor(block, dtype=torch.long)
                     block, produced = [], True
             if not produced:
-                raise PretrainDataError(f"the training documents give no full block of {self.seqlen} tokens")
+                raise self._too_short()
+
+    def _too_short(self) -> PretrainDataError:
+        return PretrainDataError(f"the training documents give no full block of {self.seqlen} tokens")
 
 
 def lane_layout(lanes: int, per_device_batch: int, world: int, rank: int) -> tuple[int, list[int]]:
@@ -186,16 +206,16 @@ def lane_layout(lanes: int, per_device_batch: int, world: int, rank: int) -> tup
     return chunk, [k for k in range(lanes) if k * chunk < hi and (k + 1) * chunk > lo]
 
 
-def lane_sources(source: TrainSource, lanes: int) -> list[Callable[[], Iterable[str]]]:
+def lane_sources(source: TrainSource, lanes: int) -> list[TrainSource]:
     """Lane k streams the shards ``k, k + lanes, ...``; one lane is the whole (sliced) source."""
     if lanes == 1:
-        return [source.documents]
+        return [source]
     if source.hub or len(source.files) < lanes:
         raise PretrainDataError(f"--data-lanes {lanes} needs at least {lanes} local shard files, got "
                                 f"{'the Hub stream' if source.hub else len(source.files)}")
     if source.start or source.stop is not None:
         raise PretrainDataError("--data-lanes > 1 splits whole shards: give --train-docs : (all documents)")
-    return [TrainSource(source.files[k::lanes], 0, None).documents for k in range(lanes)]
+    return [TrainSource(source.files[k::lanes], 0, None) for k in range(lanes)]
 
 
 def load_tokenizer(spec: str, source: TrainSource) -> tuple[Any, dict[str, Any]]:

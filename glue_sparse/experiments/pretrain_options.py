@@ -9,7 +9,7 @@ from glue_sparse.experiments.option_fields import option, required
 
 METHODS, RECIPES, SCHEDULES = ("dense", "gates"), ("removal", "reference"), ("cosine", "linear", "constant")
 #: options that do not change what is trained (a rerun with other values resumes the same run)
-NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "eval_batch_size")
+NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "eval_batch_size", "token_cache")
 
 
 @dataclass(kw_only=True)
@@ -45,6 +45,9 @@ class PretrainOptions:
     hub: bool = option(True, "allow the Hugging Face Hub for a source that is not local (--no-hub: never)")
     check_shards: bool = option(True, "read every local training shard once before the model loads, so a bad "
                                       "line is named first (--no-check-shards for corpora too large to scan)")
+    token_cache: bool = option(True, "tokenise each local training shard once into a memory-mapped token file in "
+                                     "$GLUE_SPARSE_CACHE/tokens, keyed by the shard's content and the tokenizer "
+                                     "(--no-token-cache: tokenise while training; the blocks are the same)")
     data_lanes: int = option(1, "training streams, each over its own shards (k, k + lanes, ...), taken in turn; "
                                 "under torchrun with lanes = processes each rank reads only its own shards, and "
                                 "one process with the same lanes trains on the same batches")
