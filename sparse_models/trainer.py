@@ -183,7 +183,7 @@ class SparseGatesTrainer(Trainer):
         self.backbone_trains = backbone_trains
         #: gates are final 0/1 masks (after the removal schedule, or from the start for magnitude pruning)
         self.gates_final = masks_fixed
-        self._sparsity_sum = 0.0
+        self._sparsity_sum: torch.Tensor | float = 0.0  # a device tensor between logs: no sync per step
         self._sparsity_count = 0
         self.add_callback(EvaluateBeforeCheckpointCallback())
         config = self.gates_config()
@@ -251,13 +251,13 @@ class SparseGatesTrainer(Trainer):
             scaled = (self.args.average_tokens_across_devices and num_items_in_batch is not None
                       and (self.model_accepts_loss_kwargs or self.compute_loss_func))
             loss = loss + penalty.to(loss.dtype) * (self.accelerator.num_processes if scaled else 1)
-            self._sparsity_sum += float(penalty.detach())
+            self._sparsity_sum = self._sparsity_sum + penalty.detach().float()
             self._sparsity_count += 1
         return (loss, outputs) if return_outputs else loss
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if self._sparsity_count and "loss" in logs:
-            logs["sparsity_loss"] = self._sparsity_sum / self._sparsity_count
+            logs["sparsity_loss"] = float(self._sparsity_sum) / self._sparsity_count  # read once per log
             self._sparsity_sum, self._sparsity_count = 0.0, 0
             tuner = sparse_gates_tuner(self.model)
             if tuner is not None:

@@ -48,6 +48,7 @@ from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
 from glue_sparse_tasks.scoring import chance_score
 from sparse_models.accounting import parameter_accounting
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
+from sparse_models.devices import resolve_device
 from sparse_models.trainer import sparse_gates_tuner
 
 LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
@@ -56,13 +57,13 @@ LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "
 
 # --------------------------------------------------------------------------------------- one row
 def _lm_eval_metrics(task_dir: Path, task: str, data_dir: str | None, limit: int | None,
-                     results_json: Path) -> dict[str, float]:
+                     results_json: Path, device: str = "cpu") -> dict[str, float]:
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
     from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM
 
-    lm = HFClassifierLM(pretrained=str(task_dir), batch_size=32, device="cpu", results_json=str(results_json))
+    lm = HFClassifierLM(pretrained=str(task_dir), batch_size=32, device=device, results_json=str(results_json))
     metadata = {"data_dir": data_dir} if data_dir else {}
     tm = TaskManager(include_path=TASKS_DIR, include_defaults=False, metadata=metadata)
     out = simple_evaluate(model=lm, tasks=[f"glue_sparse_{task}"], task_manager=tm, limit=limit,
@@ -252,12 +253,13 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     record = json.loads((task_dir / RUN_FILE).read_text())
     log(f"{title}: evaluating through lm-eval (hf-classifier)")
     started = time.perf_counter()
-    metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json")
+    device = str(resolve_device(config.device))  # evaluated where it was trained
+    metrics = _lm_eval_metrics(task_dir, task, bench.data_dir, bench.eval_limit, task_dir / "lm_eval.json", device)
     eval_seconds = time.perf_counter() - started
     pruned_metrics = None
     if (task_dir / PRUNED_SUBDIR).is_dir():
         pruned_metrics = _lm_eval_metrics(task_dir / PRUNED_SUBDIR, task, bench.data_dir, bench.eval_limit,
-                                          task_dir / PRUNED_SUBDIR / "lm_eval.json")
+                                          task_dir / PRUNED_SUBDIR / "lm_eval.json", device)
     latency = None
     if bench.latency_timing == "cell" and bench.latency_rounds:
         log(f"{title}: timing CPU eval latency")

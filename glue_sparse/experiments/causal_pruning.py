@@ -30,11 +30,19 @@ from transformers import (
 
 from glue_sparse.experiments.finetune_config import REMOVAL_GATE_TRAVEL
 from glue_sparse.experiments.packaged import smollm2_path
-from glue_sparse.experiments.perplexity import PerplexityError, corpus_texts, doc_range, load_causal_lm, perplexity
+from glue_sparse.experiments.perplexity import (
+    PerplexityError,
+    corpus_texts,
+    doc_range,
+    load_causal_lm,
+    model_device,
+    perplexity,
+)
 from glue_sparse.experiments.posttrain import PosttrainOptions, pack_blocks, tokens_per_second
 from glue_sparse_tasks.atomic import check_writable, write_text_atomic
 from glue_sparse_tasks.data import fingerprint
 from sparse_models.accounting import parameter_accounting
+from sparse_models.devices import autocast, resolve_device, resolve_precision, trainer_arguments
 from sparse_models.removal import RemovalSchedule
 from sparse_models.structured import compact, decoder_units, one_shot_plan
 from sparse_models.structured.scores import METHODS as ONE_SHOT, collect_statistics
@@ -149,8 +157,7 @@ def train_unit_gates(model: Any, tokenizer: Any, blocks: list[list[int]], output
                              learning_rate=lr, lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=0.0,
                              logging_steps=max(1, steps // 10), save_strategy="steps", save_steps=options.save_steps,
                              save_total_limit=1, report_to="none", seed=options.seed, dataloader_num_workers=0,
-                             dataloader_pin_memory=torch.cuda.is_available(),
-                             bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+                             **trainer_arguments(options.device, options.precision))
     dataset = datasets.Dataset.from_dict({"input_ids": blocks[: steps * options.train_batch_size]})
     trainer = UnitGatesTrainer(model=model, args=args, layers=layers, target_removal=share, objective=objective,
                                train_dataset=dataset,
@@ -225,8 +232,9 @@ def _pruned(method: str, share: float | None, dense: Any, inputs: _Inputs, optio
     layers = decoder_units(dense)
     if method in ONE_SHOT:
         if inputs.stats is None and method != "magnitude-sp":
-            inputs.stats = collect_statistics(dense, layers, [torch.tensor(inputs.calibration[i:i + 8])
-                                                              for i in range(0, len(inputs.calibration), 8)])
+            inputs.stats = collect_statistics(dense, layers, [
+                torch.tensor(inputs.calibration[i:i + 8], device=model_device(dense))
+                for i in range(0, len(inputs.calibration), 8)])
         plan = one_shot_plan(method, dense, layers, share, inputs.stats)
         tokens = 0 if method == "magnitude-sp" else inputs.setting["calibration"]["tokens"]
         return compact(copy.deepcopy(dense), plan), {"plan": plan.to_dict(), "calibration_tokens": tokens}
@@ -239,9 +247,11 @@ def _pruned(method: str, share: float | None, dense: Any, inputs: _Inputs, optio
 
 def _scored(model: Any, dense: Any, inputs: _Inputs, options: PosttrainOptions, key: str) -> dict[str, Any]:
     """Perplexity on both held-out corpora, the accounting, and tokens/s against dense."""
-    scores = {corpus: perplexity("sparsegpt", model, inputs.tokenizer, texts, n_samples=options.n_samples,
-                                 seqlen=options.seqlen, docs=options.docs, model_name=key).to_dict()
-              for corpus, (texts, _) in inputs.held_out.items()}
+    device = model_device(model)
+    with autocast(device, resolve_precision(options.precision, device)):
+        scores = {corpus: perplexity("sparsegpt", model, inputs.tokenizer, texts, n_samples=options.n_samples,
+                                     seqlen=options.seqlen, docs=options.docs, model_name=key).to_dict()
+                  for corpus, (texts, _) in inputs.held_out.items()}
     dense_tps, pruned_tps = tokens_per_second([dense, model], inputs.tokenizer, inputs.held_out["c4"][0])
     return {"accounting": parameter_accounting(model).to_dict(),
             "perplexity": {c: s["perplexity"] for c, s in scores.items()}, "scores": scores,
@@ -252,6 +262,7 @@ def run_structured_posttrain(options: PosttrainOptions) -> list[dict[str, Any]]:
     """Every (method, removal) cell of the table: prune or post-train, compact, score, time; resumable."""
     log = logging.getLogger("glue_sparse").info
     methods, shares = _methods(options), _shares(options)
+    trainer_arguments(options.device, options.precision)  # a device or precision not here: one line, first
     out_dir = Path(options.out_dir)
     check_writable(out_dir, "--out-dir")
     model_path = options.model or smollm2_path()
@@ -259,7 +270,7 @@ def run_structured_posttrain(options: PosttrainOptions) -> list[dict[str, Any]]:
     inputs = _prepare(options, methods, model_path)
     results_path = out_dir / RESULTS
     done = _load_done(results_path)
-    dense, _, name = load_causal_lm(options.model)
+    dense, _, name = load_causal_lm(options.model, str(resolve_device(options.device)))
     rows = []
     for method, share in [("dense", None)] + [(m, s) for m in methods if m != "dense" for s in shares]:
         key = _cell_key(method, share)

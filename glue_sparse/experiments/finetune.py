@@ -60,6 +60,7 @@ from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
 from glue_sparse_tasks.scoring import primary_metric
 from sparse_models.accounting import parameter_accounting
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
+from sparse_models.devices import trainer_arguments
 from sparse_models.removal import gate_fingerprint
 
 MAGNITUDE_SOURCE = "magnitude-source"  # where a magnitude run without --from trains its full fine-tune
@@ -96,7 +97,6 @@ def _saved_bytes(folder: Path) -> int:
 def _training_arguments(config: FinetuneConfig, hp: dict[str, Any], task_dir: Path, metric: str) -> Any:
     """The Trainer's arguments for one run: the resolved hyperparameters, one evaluation per epoch,
     checkpoints under ``checkpoints/`` (every ``save_steps`` or every epoch) and a seeded data order."""
-    import torch
     from transformers import TrainingArguments
 
     return TrainingArguments(
@@ -122,11 +122,10 @@ def _training_arguments(config: FinetuneConfig, hp: dict[str, Any], task_dir: Pa
         seed=config.seed,
         data_seed=config.seed,
         train_sampling_strategy="group_by_length",
-        bf16=config.precision == "bf16",
-        fp16=config.precision == "fp16",
         report_to=list(config.report_to) or "none",
         dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(),  # so torchrun on CPU processes is data-parallel (gloo)
+        # use_cpu on the CPU: torchrun on CPU processes is then data-parallel (gloo); bf16 on a GPU by default
+        **trainer_arguments(config.device, config.precision),
         # the removal schedule freezes the gates mid-run: DDP must accept parameters without gradients
         ddp_find_unused_parameters=config.method != "full" or None,
         disable_tqdm=False,
@@ -214,14 +213,21 @@ def _run_record(config: FinetuneConfig, hp: dict[str, Any], ident: dict[str, Any
 
 def _train_and_measure(trainer: Any, task_dir: Path, state: str) -> dict[str, Any]:
     """Train (an unfinished run from its newest checkpoint) and return run.json's time and memory fields:
-    wall time with and without the evaluations this process ran, steps, peak and starting RSS."""
+    wall time with and without the evaluations this process ran, steps, peak and starting RSS, and the
+    peak GPU memory allocated on a GPU."""
+    import torch
+
     rss_before = current_rss_bytes()
     reset_peak_rss()
+    on_gpu = trainer.args.device.type == "cuda"
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats(trainer.args.device)
     last, start_step = _resume_point(task_dir, state)
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=last)
     train_seconds = time.perf_counter() - started
     peak = peak_rss_bytes()
+    peak_gpu = torch.cuda.max_memory_allocated(trainer.args.device) if on_gpu else None
     steps_here = trainer.state.global_step - start_step
     evaluations = _epoch_metrics(trainer.state.log_history)
     eval_seconds = sum(e.get("runtime", 0.0) for e in evaluations if e.get("step", 0) > start_step)
@@ -229,7 +235,8 @@ def _train_and_measure(trainer: Any, task_dir: Path, state: str) -> dict[str, An
     return {"train_seconds": train_seconds, "train_runtime_reported": output.metrics.get("train_runtime"),
             "steps_this_process": steps_here, "eval_seconds_during_training": eval_seconds,
             "seconds_per_step": step_seconds / steps_here if steps_here else None,
-            "resumed_from_step": start_step or None, "peak_rss_bytes": peak, "rss_before_training_bytes": rss_before}
+            "resumed_from_step": start_step or None, "peak_rss_bytes": peak, "rss_before_training_bytes": rss_before,
+            "peak_gpu_bytes": peak_gpu}
 
 
 def run_finetune(

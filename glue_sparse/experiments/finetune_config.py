@@ -17,11 +17,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from glue_sparse.experiments.option_fields import option
+from glue_sparse.experiments.option_fields import DeviceOptions, option
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # sparse_models.devices resolves them (and checks this list)
 METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude")
 REGIMES = ("full", "limited")
 SELECTIONS = ("last", "best")
@@ -95,7 +96,7 @@ class FinetuneConfigError(UserInputError):
 
 
 @dataclass(kw_only=True)
-class TrainingOptions:
+class TrainingOptions(DeviceOptions):
     """Every knob of one fine-tune except what it trains on (task, seed, base model). ``None`` means
     "the method's or recipe's default", resolved by ``FinetuneConfig.resolved()``."""
 
@@ -155,7 +156,6 @@ class TrainingOptions:
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
                                    aliases=("--select",))
     prune: bool = option(False, "also save the physically pruned model (gates, magnitude)")
-    precision: str = option("fp32", "fp32, bf16 or fp16")
     save_steps: int | None = option(None, "checkpoint every N steps (default: every epoch)")
     logging_steps: int = option(10, "log the loss every N steps")
     report_to: list[str] = option(help="Trainer loggers (tensorboard, wandb; default none)", default_factory=list)
@@ -182,8 +182,8 @@ class FinetuneConfig(TrainingOptions):
             raise FinetuneConfigError(f"unknown regime {self.regime!r}; valid regimes are: {', '.join(REGIMES)}")
         if self.model_selection not in SELECTIONS:
             raise FinetuneConfigError(f"model_selection must be one of {SELECTIONS}, got {self.model_selection!r}")
-        if self.precision not in ("fp32", "bf16", "fp16"):
-            raise FinetuneConfigError(f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise FinetuneConfigError(f"--precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
         if self.train_limit is not None and self.train_limit <= 0:
             raise FinetuneConfigError(f"train limit must be a positive number of rows, got {self.train_limit}")
         if self.train_limit is not None and self.regime == "full":

@@ -16,6 +16,7 @@ from glue_sparse.experiments.finetune_models import resolve_base_model
 from glue_sparse.experiments.packaged import model_identity
 from glue_sparse_tasks.atomic import write_json_atomic
 from sparse_models.checkpoints import RUN_FILE
+from sparse_models.devices import resolve_device, resolve_precision
 
 IDENTITY_FILE = "run_config.json"
 CHECKPOINTS = "checkpoints"
@@ -32,6 +33,8 @@ def identity(config: FinetuneConfig) -> dict[str, Any]:
     out = config.resolved()
     out["base_model"] = model_identity(resolve_base_model(config.base_model))
     out.pop("report_to", None)  # where logs go does not change the run
+    out.pop("device", None)  # nor where it runs: a run started on one device may resume on another
+    out["precision"] = resolve_precision(config.precision, resolve_device(config.device))  # 'auto': what it is here
     return out
 
 

@@ -4,7 +4,7 @@ HfArgumentParser's conventions)."""
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -23,3 +23,14 @@ def option(default: Any = None, help: str = "", aliases: tuple[str, ...] = (), *
 def required(help: str, aliases: tuple[str, ...] = ()) -> Any:
     """A dataclass field without default: a required flag."""
     return field(metadata={"help": help, **({"aliases": list(aliases)} if aliases else {})})
+
+
+@dataclass(kw_only=True)
+class DeviceOptions:
+    """``--device`` and ``--precision``, the same two flags meaning the same in every command that trains or
+    scores (``sparse_models.devices`` resolves them)."""
+
+    device: str = option("auto", "auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N "
+                                 "(training commands: one GPU per process, chosen by CUDA_VISIBLE_DEVICES)")
+    precision: str = option("auto", "auto (bf16 autocast on a CUDA device that supports it, fp32 elsewhere), fp32, "
+                                    "bf16 or fp16 (autocast: the weights stay fp32)")

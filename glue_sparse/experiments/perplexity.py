@@ -40,6 +40,7 @@ from glue_sparse_tasks.atomic import check_writable, write_json_atomic
 from glue_sparse_tasks.data import fingerprint
 from glue_sparse_tasks.text_corpora import load_c4_texts, load_wikitext2_pages
 from sparse_models.checkpoints import check_complete
+from sparse_models.devices import autocast, resolve_device, resolve_precision
 from sparse_models.modeling_sparse_pruned import SparsePrunedPreTrainedModel
 
 @dataclass
@@ -76,6 +77,11 @@ def causal_lm_parts(model: nn.Module) -> tuple[nn.Module, nn.Module, Any]:
     return model.get_decoder(), model.get_output_embeddings(), model.config
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's weights are: the protocols score there unless told otherwise."""
+    return next(model.parameters()).device
+
+
 def context_length(config: Any) -> int | None:
     for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         if getattr(config, name, None):
@@ -85,20 +91,23 @@ def context_length(config: Any) -> int | None:
 
 @torch.inference_mode()
 def nll_sum(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-            chunk: int = 256) -> tuple[float, int]:
-    """Sum of next-token NLL over positions whose target is a real token, and how many there were."""
+            chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sum of next-token NLL (float64) over positions whose target is a real token, and how many there
+    were, as tensors on the model's device: callers add them up there and read them once, so an
+    evaluation waits for the device at its end, not at every chunk."""
     backbone, head, _ = causal_lm_parts(model)
     hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
     targets = input_ids[:, 1:]
     valid = attention_mask[:, 1:].bool() if attention_mask is not None else torch.ones_like(targets, dtype=torch.bool)
-    total, count = 0.0, 0
+    total = torch.zeros((), dtype=torch.float64, device=input_ids.device)
+    count = torch.zeros((), dtype=torch.long, device=input_ids.device)
     for start in range(0, targets.shape[1], chunk):
         logits = head(hidden[:, start:start + chunk]).float()
         tgt = targets[:, start:start + chunk]
         mask = valid[:, start:start + chunk]
         losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
-        total += float(losses[mask.reshape(-1)].sum())
-        count += int(mask.sum())
+        total += losses[mask.reshape(-1)].sum().double()
+        count += mask.sum()
     return total, count
 
 
@@ -110,10 +119,11 @@ def _check_seqlen(model: nn.Module, seqlen: int) -> None:
 
 def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
                          n_samples: int = ProtocolOptions.n_samples, seqlen: int = ProtocolOptions.seqlen,
-                         docs: int = ProtocolOptions.docs, device: str = "cpu",
+                         docs: int = ProtocolOptions.docs, device: str | None = None,
                          data: dict | None = None, model_name: str = "") -> PerplexityResult:
     """SparseGPT-style C4 perplexity (see module docstring)."""
     _check_seqlen(model, seqlen)
+    device = device or model_device(model)
     if not texts:
         raise PerplexityError("no documents to score")
     joined = " ".join(texts[:docs])
@@ -124,11 +134,9 @@ def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
                               f"{n_samples} x {seqlen} = {needed:,} are needed (lower n_samples or seqlen)")
     ids = ids[:, :needed].view(n_samples, seqlen)
     start = time.perf_counter()
-    total, count = 0.0, 0
     model.eval()
-    for i in range(n_samples):
-        s, c = nll_sum(model, ids[i:i + 1].to(device))
-        total, count = total + s, count + c
+    sums = [nll_sum(model, ids[i:i + 1].to(device)) for i in range(n_samples)]
+    total, count = float(sum(t for t, _ in sums)), int(sum(c for _, c in sums))
     seconds = time.perf_counter() - start
     mean = total / count
     return PerplexityResult("sparsegpt", math.exp(mean), mean, count, needed, n_samples,
@@ -138,16 +146,17 @@ def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
 
 def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
                       max_length: int = ProtocolOptions.max_length, token_budget: int = ProtocolOptions.token_budget,
-                      batch_size: int = ProtocolOptions.batch_size, device: str = "cpu",
+                      batch_size: int = ProtocolOptions.batch_size, device: str | None = None,
                       data: dict | None = None, model_name: str = "") -> PerplexityResult:
     """GaLore/FineGates-style perplexity (see module docstring)."""
     _check_seqlen(model, max_length)
+    device = device or model_device(model)
     if not texts:
         raise PerplexityError("no documents to score")
     if tokenizer.pad_token_id is None:  # causal LM tokenizers often have none; padding is masked anyway
         tokenizer = copy.copy(tokenizer)
         tokenizer.pad_token = tokenizer.eos_token
-    batch_losses: list[float] = []
+    totals, counts = [], []
     seen = scored = docs_used = 0
     start = time.perf_counter()
     model.eval()
@@ -156,13 +165,15 @@ def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
             break
         enc = tokenizer(list(texts[lo:lo + batch_size]), truncation=True, max_length=max_length,
                         padding="max_length", return_tensors="pt")
-        total, count = nll_sum(model, enc["input_ids"].to(device), enc["attention_mask"].to(device))
+        count = int(enc["attention_mask"][:, 1:].sum())  # nll_sum's count, known on the host: no device wait
         if count == 0:
             continue
-        batch_losses.append(total / count)
+        totals.append(nll_sum(model, enc["input_ids"].to(device), enc["attention_mask"].to(device))[0])
+        counts.append(count)
         seen += int(enc["attention_mask"].sum())
         scored += count
         docs_used += enc["input_ids"].shape[0]
+    batch_losses = (torch.stack(totals).cpu() / torch.tensor(counts)).tolist() if totals else []
     seconds = time.perf_counter() - start
     if not batch_losses:
         empty = sum(1 for t in texts[:docs_used or len(texts)] if not t.strip())
@@ -190,10 +201,11 @@ def packed_token_stream(tokenizer: Any, texts: Iterable[str], limit: int | None 
 
 def packed_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
                       seqlen: int = ProtocolOptions.seqlen, token_budget: int = ProtocolOptions.token_budget,
-                      batch_size: int = ProtocolOptions.batch_size, device: str = "cpu",
+                      batch_size: int = ProtocolOptions.batch_size, device: str | None = None,
                       data: dict | None = None, model_name: str = "") -> PerplexityResult:
     """Exactly ``token_budget`` packed targets, ``seqlen`` per window (see module docstring)."""
     _check_seqlen(model, seqlen + 1)
+    device = device or model_device(model)
     if token_budget < 1 or seqlen < 1:
         raise PerplexityError(f"packed: token_budget and seqlen must be >= 1, got {token_budget} and {seqlen}")
     ids = torch.tensor(list(packed_token_stream(tokenizer, texts, token_budget + 1)), dtype=torch.long)
@@ -203,14 +215,11 @@ def packed_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
     full = token_budget // seqlen  # windows of seqlen + 1 ids: seqlen targets each, the last window shorter
     windows = [ids[i * seqlen:(i + 1) * seqlen + 1] for i in range(full)]
     start = time.perf_counter()
-    total, count = 0.0, 0
     model.eval()
-    for lo in range(0, full, batch_size):
-        s, c = nll_sum(model, torch.stack(windows[lo:lo + batch_size]).to(device))
-        total, count = total + s, count + c
+    sums = [nll_sum(model, torch.stack(windows[lo:lo + batch_size]).to(device)) for lo in range(0, full, batch_size)]
     if token_budget % seqlen:
-        s, c = nll_sum(model, ids[full * seqlen:].unsqueeze(0).to(device))
-        total, count = total + s, count + c
+        sums.append(nll_sum(model, ids[full * seqlen:].unsqueeze(0).to(device)))
+    total, count = float(sum(t for t, _ in sums)), int(sum(c for _, c in sums))
     seconds = time.perf_counter() - start
     assert count == token_budget, (count, token_budget)
     mean = total / count
@@ -259,22 +268,27 @@ def corpus_texts(options: ProtocolOptions) -> tuple[list[str], Any]:
     raise PerplexityError(f"--corpus {options.corpus!r}: expected c4 or wikitext2")
 
 
-def load_causal_lm(name: str | None) -> tuple[nn.Module, Any, str]:
-    """(model, tokenizer, identity) of a causal LM; None is the packaged SmolLM2-135M."""
+def load_causal_lm(name: str | None, device: str = "cpu") -> tuple[nn.Module, Any, str]:
+    """(model, tokenizer, identity) of a causal LM on ``device`` (fp32 weights; ``--precision`` autocasts);
+    None is the packaged SmolLM2-135M."""
     path = name or smollm2_path()
-    return (AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path),
+    return (AutoModelForCausalLM.from_pretrained(path).to(device).eval(), AutoTokenizer.from_pretrained(path),
             model_identity(path))
 
 
 def score_protocols(model: nn.Module, tokenizer: Any, texts: Sequence[str], prov: Any, options: ProtocolOptions,
                     name: str) -> dict[str, dict[str, Any]]:
-    """Every chosen protocol's result for one model, logged as it finishes."""
+    """Every chosen protocol's result for one model, on the model's device in ``options.precision``
+    (autocast), logged as it finishes."""
     data = {**prov.to_dict(), "docs_in_range": len(texts), "range_sha256": fingerprint({"text": t} for t in texts)}
+    device = model_device(model)
+    precision = resolve_precision(options.precision, device)
     out = {}
     for protocol in options.protocol_list():
-        result = perplexity(protocol, model, tokenizer, texts, data=data, model_name=name,
-                            **options.protocol_kwargs(protocol))
-        out[protocol] = result.to_dict()
+        with autocast(device, precision):
+            result = perplexity(protocol, model, tokenizer, texts, data=data, model_name=name,
+                                **options.protocol_kwargs(protocol))
+        out[protocol] = {**result.to_dict(), "device": device.type, "precision": precision}
         logging.getLogger("glue_sparse").info(
             f"{name:<40} {protocol:<10} ppl {result.perplexity:10.3f}  tokens {result.tokens_scored:>9,}  "
             f"{result.tokens_per_second:8.0f} tok/s")
@@ -284,12 +298,14 @@ def score_protocols(model: nn.Module, tokenizer: Any, texts: Sequence[str], prov
 def run_perplexity(options: PerplexityOptions) -> dict[str, dict[str, Any]]:
     """Score one model (with its adapter, pruned if asked) under the chosen protocols; write JSON if asked."""
     options.protocol_list()
+    device = resolve_device(options.device)
+    resolve_precision(options.precision, device)  # a precision this device cannot run: refused before the load
     texts, prov = corpus_texts(options)
     if options.output:
         check_writable(Path(options.output).parent, "--output")
     if options.adapter:
         check_complete(options.adapter)  # before the model loads
-    model, tokenizer, name = load_causal_lm(options.model)
+    model, tokenizer, name = load_causal_lm(options.model, str(device))
     if options.adapter:
         model = PeftModel.from_pretrained(model, options.adapter).eval()
         name = f"{name} + adapter {Path(options.adapter).name}"

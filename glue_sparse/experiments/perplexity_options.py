@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from glue_sparse.experiments.option_fields import option
+from glue_sparse.experiments.option_fields import DeviceOptions, option
 from glue_sparse_tasks.errors import UserInputError
 
 
@@ -17,7 +17,7 @@ PROTOCOLS = ("sparsegpt", "galore", "packed")
 
 
 @dataclass(kw_only=True)
-class ProtocolOptions:
+class ProtocolOptions(DeviceOptions):
     """How perplexity is measured: the corpus and both protocols' settings (published defaults)."""
 
     corpus: str = option("c4", "c4 or wikitext2")

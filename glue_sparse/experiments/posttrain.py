@@ -19,12 +19,14 @@ from glue_sparse.experiments.perplexity import (
     corpus_texts,
     doc_range,
     load_causal_lm,
+    model_device,
     packed_token_stream,
     score_protocols,
 )
 from glue_sparse.experiments.speed import time_forwards
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
 from sparse_models.accounting import parameter_accounting
+from sparse_models.devices import resolve_device, trainer_arguments
 from sparse_models.removal import RemovalSchedule
 from sparse_models.gates import REFERENCE_SIGMA
 from sparse_models.sparse_gates import SparseGatesConfig
@@ -51,6 +53,8 @@ def posttrain_gates(
     reg_sigma: float | None = None,
     seed: int = 0,
     target_removal: float | None = None,
+    device: str = "auto",
+    precision: str = "auto",
 ) -> tuple[Any, dict[str, Any]]:
     """Inject gates into ``model`` (a copy is not made), train only the gates; return (peft model, info).
 
@@ -83,7 +87,8 @@ def posttrain_gates(
         tokenizer.pad_token = tokenizer.eos_token
     args = TrainingArguments(output_dir=output_dir, max_steps=steps, per_device_train_batch_size=batch_size,
                              learning_rate=learning_rate, warmup_steps=0.06, logging_steps=max(1, steps // 10),
-                             save_strategy="no", report_to="none", seed=seed, dataloader_num_workers=0)
+                             save_strategy="no", report_to="none", seed=seed, dataloader_num_workers=0,
+                             **trainer_arguments(device, precision))
     trainer = SparseGatesTrainer(model=gated, args=args,
                                  train_dataset=datasets.Dataset.from_dict({"input_ids": blocks}),
                                  data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
@@ -103,10 +108,12 @@ def posttrain_gates(
 @torch.inference_mode()
 def tokens_per_second(models: Sequence[Any], tokenizer: Any, texts: Sequence[str], seqlen: int = 256,
                       batch_size: int = 4, rounds: int = 3) -> list[float]:
-    """CPU forward tokens/s of each model on the same packed batches (interleaved, median)."""
+    """Forward tokens/s of each model on the same packed batches (interleaved, median), on their device."""
 
     blocks = pack_blocks(tokenizer, texts, seqlen, batch_size * 2)
-    batches = [{"input_ids": torch.tensor(blocks[i:i + batch_size])} for i in range(0, len(blocks), batch_size)]
+    device = model_device(models[0])  # every model on one device (the command's --device)
+    batches = [{"input_ids": torch.tensor(blocks[i:i + batch_size], device=device)}
+               for i in range(0, len(blocks), batch_size)]
     seconds = time_forwards(models, batches, rounds)
     tokens = sum(b["input_ids"].numel() for b in batches)
     return [tokens / s for s in seconds]
@@ -124,6 +131,8 @@ def run_posttrain(options: PosttrainOptions) -> dict[str, Any]:
         options, reg_sigma=REFERENCE_SIGMA if options.reg_sigma is None else options.reg_sigma,
         sparsity_lambda=REFERENCE_LAMBDA if options.sparsity_lambda is None else options.sparsity_lambda)
     protocols = options.protocol_list()
+    trainer_arguments(options.device, options.precision)  # a device or precision not here: one line, first
+    device = str(resolve_device(options.device))
     texts, prov = corpus_texts(options)
     train_docs, eval_docs = doc_range(options.train_docs, "--train-docs"), doc_range(options.eval_docs)
     if not _disjoint(train_docs, eval_docs, len(texts)):
@@ -141,19 +150,20 @@ def run_posttrain(options: PosttrainOptions) -> dict[str, Any]:
     note = (f"Trained on {prov.corpus} documents {train_docs.start}:{train_docs.stop} and scored on "
             f"disjoint documents {eval_docs.start}:{eval_docs.stop} of {prov.source}.")
     log(note)
-    dense, tokenizer, name = load_causal_lm(options.model)
+    dense, tokenizer, name = load_causal_lm(options.model, device)
     results: dict[str, Any] = {"model": name, "note": note, "data": prov.to_dict(),
                                "dense": score_protocols(dense, tokenizer, held_out, prov, options, "dense")}
     info: dict[str, Any] = {}
     for target in targets:
-        model, _, _ = load_causal_lm(options.model)
+        model, _, _ = load_causal_lm(options.model, device)
         goal = {"target_removal": target} if removal else {"target_sparsity": target}
         lr = options.lr if options.lr is not None else (None if removal else REFERENCE_GATE_LR)
         gated, info = posttrain_gates(model, tokenizer, train, str(out_dir / f"target-{target}"),
                                       steps=options.steps, seqlen=options.train_seqlen,
                                       batch_size=options.train_batch_size, learning_rate=lr,
                                       sparsity_lambda=options.sparsity_lambda, reg_sigma=options.reg_sigma,
-                                      seed=options.seed, **goal)
+                                      seed=options.seed, device=options.device, precision=options.precision,
+                                      **goal)
         gated.save_pretrained(str(out_dir / f"target-{target}" / "adapter"))
         gated_scores = (score_protocols(gated, tokenizer, held_out, prov, options, f"gated target {target}")
                         if options.score_gated else None)

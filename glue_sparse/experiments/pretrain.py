@@ -55,6 +55,7 @@ from glue_sparse.experiments.pretrain_callbacks import (
     parameter_sizes,
 )
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic
+from sparse_models.devices import trainer_arguments
 from sparse_models.sparse_gates import SparseGatesConfig
 from sparse_models.trainer import SparseGatesTrainer
 
@@ -171,8 +172,8 @@ def training_arguments(options: PretrainOptions, steps: int) -> Any:
         learning_rate=options.lr, weight_decay=options.weight_decay, warmup_steps=warmup,
         lr_scheduler_type=scheduler[0], lr_scheduler_kwargs=scheduler[1], logging_steps=max(1, min(50, steps // 20)),
         save_strategy="steps", save_steps=options.save_steps, save_total_limit=2, report_to="none",
-        seed=options.seed, data_seed=options.seed, dataloader_num_workers=0, bf16=torch.cuda.is_available(),
-        use_cpu=not torch.cuda.is_available(),  # so torchrun on CPU processes is data-parallel (gloo)
+        seed=options.seed, data_seed=options.seed, dataloader_num_workers=0,
+        **trainer_arguments(options.device, options.precision),  # use_cpu: torchrun on CPU processes uses gloo
         disable_tqdm=False,
         # one lane: the main process reads the stream and hands each rank its slice of every global batch;
         # several: each rank reads its own lanes and accelerate's slicing keeps its part (PackedBlocks)

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from glue_sparse.experiments.option_fields import option, required
+from glue_sparse.experiments.option_fields import DeviceOptions, option, required
 
 METHODS, RECIPES, SCHEDULES = ("dense", "gates"), ("removal", "reference"), ("cosine", "linear", "constant")
 #: options that do not change what is trained (a rerun with other values resumes the same run)
-NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "eval_batch_size", "token_cache")
+NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "eval_batch_size", "token_cache",
+                "device")
 
 
 @dataclass(kw_only=True)
-class PretrainOptions:
+class PretrainOptions(DeviceOptions):
     """Everything ``glue-sparse pretrain`` takes; each default and help is written here once."""
 
     out_dir: str = required("folder for run.json, model/ and checkpoints/ (a rerun resumes the run there)")

@@ -38,6 +38,7 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.checkpoints import Checkpoint, describe_checkpoint, load_classifier
+from sparse_models.devices import resolve_device
 from sparse_models.dtypes import TORCH_DTYPES
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
@@ -178,19 +179,11 @@ def levels_and_batch_sizes(options: SpeedOptions) -> tuple[list[float], list[int
 
 
 def device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
-    """``--device`` and ``--dtype``, refused in one line before any model loads."""
+    """``--device`` (as every command reads it: ``sparse_models.devices``) and ``--dtype``, the type the
+    weights are cast to for timing; refused in one line before any model loads."""
     if options.dtype not in DTYPES:
         raise UserInputError(f"--dtype {options.dtype!r}: expected {' or '.join(DTYPES)}")
-    try:
-        device = torch.device(options.device)
-    except RuntimeError:
-        raise UserInputError(f"--device {options.device!r}: expected cpu, cuda or cuda:N") from None
-    if device.type not in ("cpu", "cuda"):
-        raise UserInputError(f"--device {options.device!r}: expected cpu, cuda or cuda:N")
-    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
-        raise UserInputError(f"--device {options.device}: no such CUDA device here "
-                             f"({torch.cuda.device_count()} visible)")
-    return device, TORCH_DTYPES[options.dtype]
+    return resolve_device(options.device), TORCH_DTYPES[options.dtype]
 
 
 def _device_name(device: torch.device) -> str:

@@ -26,7 +26,8 @@ class SpeedOptions:
     batches: int = option(8, "batches per timing round")
     rounds: int = option(5, "timing rounds (median; one extra warm-up round)")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
-    device: str = option("cpu", "device to time on: cpu, cuda or cuda:N (one device; dense and pruned both)")
+    device: str = option("auto", "device to time dense and pruned on, as every command reads --device: auto (a CUDA "
+                                 "GPU when one is visible, else the CPU), cpu, cuda or cuda:N")
     dtype: str = option("float32", f"weights and activations: {' or '.join(DTYPES)} (bfloat16 on a GPU: the "
                                    "accelerator table of issue #15)")
     layouts: str = option("auto,keep,remove", "pruning layouts to time side by side: auto (merge_and_unload's "
