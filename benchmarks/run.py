@@ -41,8 +41,9 @@ SUITE: dict[str, Benchmark] = {
     "saved-activations": Benchmark("gates_saved_activations.py",
                                    "bytes autograd keeps per MiniLM training step: full, LoRA, gates",
                                    ("--batch", "1", "--length", "8")),
-    "gpu-check": Benchmark("gpu_check.py", "the accelerator paths of gates, pruning, the Trainer and lm-eval",
-                           ("--device", "cpu", "--skip-speed", "--out", "{out}/gpu_check.json")),
+    "gpu-check": Benchmark("gpu_check.py", "the prepared GPU check: pretrain vs a plain loop (tokens/s, MFU), "
+                           "finetune full/LoRA/gates, pruned speed, lm-eval on the device; targets judged",
+                           ("--size", "tiny", "--device", "cpu", "--out", "{out}/gpu_check.json")),
     "smollm2-glue": Benchmark("smollm2_glue.py", "packaged SmolLM2-135M on the glue_sparse tasks via the lm_eval CLI",
                               ("--tasks", "rte", "--limit", "2", "--data-dir", "{data}")),
     "pretrain-pipeline": Benchmark(
