@@ -216,6 +216,37 @@ def test_two_torchrun_processes_equal_one_process_at_the_same_global_batch(lanes
     torch.testing.assert_close(logits[1], logits[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("config", ["ddp", "fsdp2_llama"])
+def test_accelerate_launch_on_two_cpu_processes_equals_one_process(config, corpus, tmp_path):
+    """``accelerate launch`` with the documented configs (docs/accelerate/), on CPU processes: DDP as it is,
+    and the FSDP config, for which accelerate builds no FSDP on a CPU backend (it shards only on GPU
+    backends) and trains data-parallel; the run record says which, and both equal one process."""
+    import yaml
+
+    settings = yaml.safe_load((REPO / "docs" / "accelerate" / f"{config}.yaml").read_text())
+    # on CPU processes: the same configs with use_cpu (accelerate launches MULTI_GPU and FSDP configs through
+    # torchrun either way; its state then turns both into MULTI_CPU, gloo)
+    settings.update(use_cpu=True, mixed_precision="no", num_processes=2, main_process_port=_free_port())
+    (tmp_path / "launch.yaml").write_text(yaml.safe_dump(settings))
+    kw = dict(method="gates", target_removal=0.4)
+    one = run_pretrain(_options(corpus, tmp_path / "one", **kw))
+    argv = ["pretrain", "--out-dir", str(tmp_path / "two"), "--model-config", str(corpus / "llama_tiny.json"),
+            "--tokenizer", "bpe:320", "--data-dir", str(corpus), "--no-hub", "--train-docs", "0:100", "--eval-docs",
+            "100:120", "--tokens", str(12 * 4 * 32), "--seqlen", "32", "--batch-size", "2", "--lr", "0.01",
+            "--eval-every", "4", "--eval-tokens", "500", "--save-steps", "4", "--warmup", "0.1", "--method", "gates",
+            "--target-removal", "0.4"]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "launch.yaml"),
+           "-m", "glue_sparse.cli.main", *argv]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    two = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert one["parallelism"] == "NO" and two["parallelism"] == "MULTI_CPU" and two["world_size"] == 2
+    assert [p["val_perplexity"] for p in two["curve"]] == pytest.approx(
+        [p["val_perplexity"] for p in one["curve"]], rel=1e-4)
+    assert two["final"]["val_perplexity"] == pytest.approx(one["final"]["val_perplexity"], rel=1e-4)
+
+
 @pytest.mark.parametrize("damage, message", [
     ("truncated", r"c4-train\.00001-of-00002\.json\.gz: truncated or corrupt gzip file after line \d+"),
     ("not-json", r"c4-train\.00001-of-00002\.json\.gz:3: malformed JSON"),

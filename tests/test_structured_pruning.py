@@ -21,6 +21,7 @@ from sparse_models.structured import METHODS, UnitPlan, compact, decoder_units, 
 from sparse_models.structured.scores import collect_statistics, select_global
 from sparse_models.structured.trainer import GATES_FILE, UnitGatesTrainer, last_checkpoint
 from sparse_models.structured.unit_gates import add_unit_gates, close_units, gate_plan, remove_unit_gates
+from tests.conftest import REPO
 from tests.tiny_models import save_tiny_llama_with_tokenizer, tiny_gpt2, write_text_corpora
 
 WORDS = "the a cat dog sat ran on under mat tree quickly slowly big small red green house river".split()
@@ -266,18 +267,28 @@ def test_a_model_without_llama_heads_is_refused_for_head_methods(corpus_dir, tmp
     assert len(err.splitlines()) == 1 and "needs Llama-style layers" in err, err
 
 
-def test_posttrain_under_torchrun_two_processes(tiny_llama_dir, corpus_dir, tmp_path):
-    """Two gloo processes train unit gates at a global batch split over them: one results file, the
-    exact share removed, and the same units closed on both ranks (they rank on all-reduced importance)."""
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_posttrain_under_two_processes(launcher, tiny_llama_dir, corpus_dir, tmp_path):
+    """Two gloo processes (torchrun, or accelerate launch with docs/accelerate/ddp.yaml on CPU processes)
+    train unit gates at a global batch split over them: one results file, the exact share removed, and the
+    same units closed on both ranks (they rank on all-reduced importance)."""
     import socket
+
+    import yaml
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "two"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
-           "-m", "glue_sparse.cli.main", *_posttrain_args(tiny_llama_dir, corpus_dir, out, "--method", "gates",
-                                                           "--target-removal", "0.3")]
+    if launcher == "torchrun":
+        launch = ["torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
+    else:
+        settings = yaml.safe_load((REPO / "docs" / "accelerate" / "ddp.yaml").read_text())
+        settings.update(use_cpu=True, mixed_precision="no", num_processes=2, main_process_port=port)
+        (tmp_path / "launch.yaml").write_text(yaml.safe_dump(settings))
+        launch = ["accelerate.commands.launch", "--config_file", str(tmp_path / "launch.yaml")]
+    cmd = [sys.executable, "-m", *launch, "-m", "glue_sparse.cli.main",
+           *_posttrain_args(tiny_llama_dir, corpus_dir, out, "--method", "gates", "--target-removal", "0.3")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]

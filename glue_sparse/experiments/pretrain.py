@@ -235,6 +235,7 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
     record = {"status": "complete", "options": dataclasses.asdict(options), **counts,
               "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else None,
               "world_size": processes.num_processes, "train_seconds_this_session": seconds,
+              "parallelism": trainer.accelerator.distributed_type.value,  # NO, MULTI_CPU, MULTI_GPU
               "tokenizer": tokenizer_record,
               "train_data": {**source.describe(), "lanes": options.data_lanes, "lanes_read_by_main_process": read,
                              "token_cache": bool(blocks.fingerprint) and not source.hub},

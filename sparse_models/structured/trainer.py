@@ -20,6 +20,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from sparse_models.removal import RemovalSchedule, all_ranks_importance
+from sparse_models.trainer import refuse_sharded_training
 from sparse_models.structured.unit_gates import (
     close_units,
     gate_plan,
@@ -88,6 +89,7 @@ class UnitGatesTrainer(Trainer):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
         super().__init__(*args, **kwargs)
+        refuse_sharded_training(self)
         self.layers, self.target_removal, self.objective = layers, target_removal, objective
         self.removed_share = 0.0
         self.schedule: RemovalSchedule | None = None
