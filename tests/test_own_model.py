@@ -130,3 +130,25 @@ def test_speed_perplexity_posttrain_and_pretrain_on_model_folders(env, glue_fixt
              "--train_docs", "0:60", "--eval_docs", "60:80", "--tokens", "2048", "--seqlen", "32", "--batch_size",
              "4", "--eval_every", "8", "--eval_tokens", "256", "--out_dir", str(tmp_path / "pre")))
     assert json.loads((tmp_path / "pre" / "run.json").read_text())["tokenizer"]["kind"] == "named"
+
+
+def test_a_hub_model_is_named_by_id_revision_and_weights_from_the_local_cache(tmp_path, monkeypatch):
+    """A Hub name is named by its revision and weights' sha256 from the Hub cache, offline, without the
+    packaged wheels being consulted; one not in the cache says so instead of downloading."""
+    import hashlib
+
+    from huggingface_hub import constants
+
+    from glue_sparse.experiments.packaged import model_identity
+
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = tmp_path / "models--someone--tiny-bert" / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "models--someone--tiny-bert" / "refs").mkdir()
+    (tmp_path / "models--someone--tiny-bert" / "refs" / "main").write_text(revision)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    digest = hashlib.sha256(b"weights").hexdigest()
+    assert model_identity("someone/tiny-bert") == f"someone/tiny-bert@{revision} (model.safetensors sha256 {digest})"
+    assert model_identity("someone/absent") == "someone/absent (weights not available to hash)"
