@@ -43,7 +43,7 @@ def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
     cwd.mkdir(exist_ok=True)
     environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", GLUE_SPARSE_CACHE=str(env["root"] / "cache"),
-                   PATH=f"{env['bin']}{os.pathsep}{os.environ['PATH']}")
+                   HF_HUB_CACHE=str(env["root"] / "hub"), PATH=f"{env['bin']}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run([str(env["bin"] / "glue-sparse"), *args], cwd=cwd, env=environ, capture_output=True,
                           text=True, timeout=600)
 
@@ -97,6 +97,22 @@ def test_finetune_and_lm_eval_on_a_model_folder(env, glue_fixture_dir, tmp_path)
                      f"pretrained={out / 'rte'},base={env['bert']}", "--tasks", "glue_sparse_rte", "--device", "cpu",
                      "--metadata", json.dumps({"data_dir": str(glue_fixture_dir)})))
     assert "glue_sparse_rte" in table and "glue_score" in table
+
+
+def test_finetune_on_a_hub_name_served_from_the_hub_cache(env, glue_fixture_dir, tmp_path):
+    """A Hub name (as a user with a hub passes ``roberta-base``), here served offline from a Hub cache that
+    holds the tiny BERT at one revision: it trains, and the run names it by id, revision and weights."""
+    import shutil
+
+    revision = "89abcdef0123456789abcdef0123456789abcdef"
+    repo = env["root"] / "hub" / "models--someone--tiny-bert"
+    shutil.copytree(env["bert"], repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    _ok(_run(env, "finetune", "--model", "someone/tiny-bert", "--tasks", "rte", "--method", "full", "--max_steps",
+             "1", "--output", str(tmp_path / "ft"), "--data-dir", str(glue_fixture_dir)))
+    record = json.loads((tmp_path / "ft" / "rte" / "run.json").read_text())
+    assert record["base_model"].startswith(f"someone/tiny-bert@{revision} (model.safetensors sha256 ")
 
 
 def test_bench_and_demo_on_a_model_folder(env, glue_fixture_dir, tmp_path):
