@@ -1,4 +1,4 @@
-"""``glue-sparse speed``: dense vs physically pruned CPU latency. Every flag is a field of ``SpeedOptions``."""
+"""``glue-sparse speed``: dense vs physically pruned latency on --device. Every flag is a field of ``SpeedOptions``."""
 
 from __future__ import annotations
 
