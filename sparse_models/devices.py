@@ -1,9 +1,11 @@
-"""What ``--device`` and ``--precision`` mean, written once for every command that trains or scores.
+"""What ``--device``, ``--precision`` and ``--dtype`` mean, written once for every command that trains,
+scores or times.
 
 ``--device``: ``auto`` (a CUDA GPU when one is visible, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
 ``--precision``: ``auto`` (bf16 autocast on a CUDA device that supports it, fp32 elsewhere), ``fp32``,
 ``bf16`` or ``fp16``; the weights stay fp32, the matrix products run in the chosen type (autocast), as the
-``Trainer``'s ``bf16``/``fp16`` do. Where a command casts weights instead (``speed --dtype``) it says so.
+``Trainer``'s ``bf16``/``fp16`` do. Where a command casts weights instead (``speed --dtype``, lm-eval's
+``dtype=``) the names map to torch dtypes through ``TORCH_DTYPES``, the one map.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import torch
 
 from glue_sparse_tasks.errors import UserInputError
 
+TORCH_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+                "float16": torch.float16, "fp16": torch.float16}
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # glue_sparse's options name the same (test_devices checks)
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

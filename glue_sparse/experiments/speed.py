@@ -38,8 +38,7 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.checkpoints import Checkpoint, describe_checkpoint, load_classifier
-from sparse_models.devices import resolve_device
-from sparse_models.dtypes import TORCH_DTYPES
+from sparse_models.devices import TORCH_DTYPES, resolve_device
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
 from sparse_models.timing import Speedup, paired_speedup  # noqa: F401  (their old home)

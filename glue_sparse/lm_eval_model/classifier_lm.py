@@ -32,7 +32,7 @@ from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.lm_eval_hook import register_models
 from glue_sparse_tasks.tasks.utils import data_source
-from sparse_models.dtypes import TORCH_DTYPES
+from sparse_models.devices import TORCH_DTYPES
 from sparse_models.accounting import parameter_accounting
 from sparse_models.architectures import max_input_length
 from sparse_models.checkpoints import (
