@@ -25,6 +25,7 @@ validation}.jsonl[.gz]`` and ``c4/validation_sample.jsonl`` (``--data-dir``; wit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -58,27 +59,49 @@ TARGETS = {"pretrain_vs_plain": 0.9, "pretrain_mfu": 0.30, "gates_over_full_step
 
 @dataclass(frozen=True)
 class Size:
+    """Every size the check runs at; ``--set FIELD=VALUE`` changes one for a run (e.g. a CPU dry run)."""
+
     pretrain_config: str  # a GaLore size, or "tiny" (written here)
     pretrain_steps: int
     seqlen: int
     pretrain_batch: int
     pretrain_tokenizer: str
+    train_docs: str
+    eval_docs: str
     encoder: dict
+    wordpiece_vocab: int
     finetune_steps: int
     finetune_batch: int
-    speed_batches: str
+    speed_batches: str  # batch sizes timed
+    speed_rounds: int  # timing rounds
+    speed_round_batches: int  # batches per timing round
     causal_config: str
     eval_limit: int
 
 
 SIZES = {
-    "full": Size("llama_60m", 150, 256, 64, "bpe:16384",
+    "full": Size("llama_60m", 150, 256, 64, "bpe:16384", "0:1800", "1800:2000",
                  {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
-                 100, 32, "32,128", "llama_350m", 872),
-    "tiny": Size("tiny", 6, 32, 4, "bpe:300",
+                 8192, 100, 32, "32,128", 5, 4, "llama_350m", 872),
+    "tiny": Size("tiny", 6, 32, 4, "bpe:300", "0:300", "300:400",
                  {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64},
-                 3, 8, "2", "tiny", 16),
+                 400, 3, 8, "2", 1, 1, "tiny", 16),
 }
+
+
+def with_settings(size: Size, settings: list[str]) -> Size:
+    """``size`` with each ``FIELD=VALUE`` of ``--set`` applied (the value cast to the field's type)."""
+    changes = {}
+    for item in settings:
+        name, _, value = item.partition("=")
+        current = getattr(size, name, None)
+        if current is None or isinstance(current, dict) or not value:
+            raise SystemExit(f"gpu_check.py: --set {item!r}: expected FIELD=VALUE with FIELD one of "
+                             f"{', '.join(f.name for f in dataclasses.fields(Size) if f.name != 'encoder')}")
+        changes[name] = type(current)(value)
+    return dataclasses.replace(size, **changes)
+
+
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": 512,
               "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
@@ -109,7 +132,7 @@ def encoder_folder(folder: Path, data: Path, size: Size) -> Path:
 
     texts = list(load_glue_split("sst2", "train", data_dir=str(data / "glue"))["sentence"])
     wordpiece = BertWordPieceTokenizer(lowercase=True)
-    wordpiece.train_from_iterator(texts, vocab_size=8192 if size is SIZES["full"] else 400)
+    wordpiece.train_from_iterator(texts, vocab_size=size.wordpiece_vocab)
     folder.mkdir(parents=True, exist_ok=True)
     wordpiece.save_model(str(folder))
     tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
@@ -190,8 +213,9 @@ class StepClock:
         return statistics.median(gaps or [float("nan")])
 
 
-def plain_loop(options, blocks, tokenizer, steps: int, device: str, precision: str) -> float:
-    """Median step seconds of forward, backward, clip, AdamW over the same model and batches, no Trainer."""
+def plain_loop(options, blocks, tokenizer, steps: int, device: str, precision: str) -> tuple[float, int]:
+    """Median step seconds of forward, backward, clip, AdamW over the same model and batches, no Trainer;
+    and the model's parameter count."""
     from glue_sparse.experiments.pretrain import build_model
     from sparse_models.devices import autocast
 
@@ -208,13 +232,13 @@ def plain_loop(options, blocks, tokenizer, steps: int, device: str, precision: s
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         clock.ends.append(time.perf_counter())
-    return clock.step_seconds()
+    return clock.step_seconds(), sum(p.numel() for p in model.parameters())
 
 
 def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflops: float | None) -> dict:
     from transformers import TrainerCallback
 
-    from glue_sparse.experiments.pretrain import PretrainOptions, build_model, run_pretrain
+    from glue_sparse.experiments.pretrain import PretrainOptions, run_pretrain
     from glue_sparse.experiments.pretrain_data import PackedBlocks, lane_sources, load_tokenizer, train_source
     from sparse_models.devices import resolve_device, resolve_precision
 
@@ -228,9 +252,8 @@ def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflo
                  "batch": size.pretrain_batch, "steps": size.pretrain_steps}
     for arm, extra in (("dense", {}), ("gates40", {"method": "gates", "target_removal": 0.4})):
         options = PretrainOptions(out_dir=str(scratch / f"pretrain_{arm}"), model_config=config, data_dir=str(data),
-                                  hub=False, tokenizer=size.pretrain_tokenizer, train_docs="0:1800" if
-                                  size is SIZES["full"] else "0:300", eval_docs="1800:2000" if size is SIZES["full"]
-                                  else "300:400", tokens=tokens, seqlen=size.seqlen, batch_size=size.pretrain_batch,
+                                  hub=False, tokenizer=size.pretrain_tokenizer, train_docs=size.train_docs,
+                                  eval_docs=size.eval_docs, tokens=tokens, seqlen=size.seqlen, batch_size=size.pretrain_batch,
                                   eval_every=size.pretrain_steps, eval_tokens=8 * size.seqlen,
                                   save_steps=10 * size.pretrain_steps, device=device, **extra)
         clock = StepClock()
@@ -242,8 +265,7 @@ def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflo
         record = run_pretrain(options, callbacks=[Clock()])
         source = train_source(None, str(data), options.train_docs)
         tokenizer, _ = load_tokenizer(options.tokenizer, source)
-        params = sum(p.numel() for p in build_model(options, tokenizer).parameters())
-        plain = plain_loop(options, PackedBlocks(lane_sources(source, 1), tokenizer, size.seqlen), tokenizer,
+        plain, params = plain_loop(options, PackedBlocks(lane_sources(source, 1), tokenizer, size.seqlen), tokenizer,
                            size.pretrain_steps, device, precision)
         per_step = size.pretrain_batch * size.seqlen
         trainer_tps, plain_tps = per_step / clock.step_seconds(), per_step / plain
@@ -284,7 +306,7 @@ def check_speed(size: Size, data: Path, encoder: Path, causal: Path, scratch: Pa
 
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     common = {"removed": "0.2,0.4,0.6", "batch_sizes": size.speed_batches, "device": device, "dtype": dtype,
-              "batches": 4 if size is SIZES["full"] else 1, "rounds": 5 if size is SIZES["full"] else 1}
+              "batches": size.speed_round_batches, "rounds": size.speed_rounds}
     encoder_rows = run_speed(SpeedOptions(model=str(encoder), data_dir=str(data / "glue"), layouts="auto",
                                           output=str(scratch / "speed_bert.json"), **common))
     causal_rows = run_causal_speed(SpeedOptions(model=str(causal), data_dir=str(data), causal=True,
@@ -404,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--data-dir", help="folder with glue/sst2/ and c4/validation_sample.jsonl (default: synthetic)")
     parser.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak (default: by its name)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change one field of the size for this run (repeatable), e.g. pretrain_steps=30")
     parser.add_argument("--sections", default="gates_and_pruning,pretrain,finetune,speed,lm_eval")
     parser.add_argument("--out", default="gpu_check.json", help="the JSON; the Markdown table goes beside it")
     parser.add_argument("--prepare", metavar="DIR", help="only fill DIR with the data and wheels to carry, and stop")
@@ -412,13 +436,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.prepare:
         prepare(Path(args.prepare), Path(args.shared))
         return 0
-    size, device = SIZES[args.size], args.device
+    size, device = with_settings(SIZES[args.size], args.set), args.device
     gpu = torch.cuda.get_device_name() if device.startswith("cuda") else None
     peak = args.peak_tflops or next((v for k, v in PEAK_TFLOPS.items() if gpu and k in gpu), None)
     scratch = Path(tempfile.mkdtemp(prefix="gpu_check_"))
     os.environ.setdefault("GLUE_SPARSE_CACHE", str(scratch / "cache"))
     data = data_folder(args.data_dir, scratch)
-    report: dict = {"torch": torch.__version__, "device": device, "gpu": gpu, "size": args.size, "peak_tflops": peak}
+    report: dict = {"torch": torch.__version__, "device": device, "gpu": gpu, "size": args.size,
+                    "set": args.set, "size_fields": dataclasses.asdict(size), "peak_tflops": peak}
     started = time.perf_counter()
     state: dict = {}
 
