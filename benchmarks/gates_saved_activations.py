@@ -14,7 +14,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForSequenceClassification
 
-from glue_sparse.experiments.packaged import minilm_path
+from glue_sparse.common.packaged import minilm_path
 from sparse_models import SparseGatesConfig
 
 

@@ -148,7 +148,7 @@ def causal_folder(folder: Path, tokenizer_folder: Path, config_name: str) -> Pat
     """A random Llama of a GaLore size (or tiny) with the pre-training run's tokenizer."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from glue_sparse.experiments.pretrain import model_config_path
+    from glue_sparse.pretrain.run import model_config_path
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
     config = (LlamaConfig(**{**TINY_LLAMA, "vocab_size": len(tokenizer)}) if config_name == "tiny" else
@@ -166,7 +166,7 @@ def check_gates_and_pruning(device: str) -> dict:
     import peft
     from transformers import BertConfig, BertForSequenceClassification, LlamaConfig, LlamaForCausalLM
 
-    from glue_sparse.experiments.speed import set_random_gate_pattern
+    from glue_sparse.speed.timing import set_random_gate_pattern
     from sparse_models import SparseGatesConfig, parameter_accounting
 
     out = {}
@@ -216,7 +216,7 @@ class StepClock:
 def plain_loop(options, blocks, tokenizer, steps: int, device: str, precision: str) -> tuple[float, int]:
     """Median step seconds of forward, backward, clip, AdamW over the same model and batches, no Trainer;
     and the model's parameter count."""
-    from glue_sparse.experiments.pretrain import build_model
+    from glue_sparse.pretrain.run import build_model
     from sparse_models.devices import autocast
 
     model = build_model(options, tokenizer).to(device).train()
@@ -238,8 +238,8 @@ def plain_loop(options, blocks, tokenizer, steps: int, device: str, precision: s
 def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflops: float | None) -> dict:
     from transformers import TrainerCallback
 
-    from glue_sparse.experiments.pretrain import PretrainOptions, run_pretrain
-    from glue_sparse.experiments.pretrain_data import PackedBlocks, lane_sources, load_tokenizer, train_source
+    from glue_sparse.pretrain.data import PackedBlocks, lane_sources, load_tokenizer, train_source
+    from glue_sparse.pretrain.run import PretrainOptions, run_pretrain
     from sparse_models.devices import resolve_device, resolve_precision
 
     config = size.pretrain_config
@@ -279,8 +279,8 @@ def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflo
 
 
 def check_finetune(size: Size, data: Path, encoder: Path, scratch: Path, device: str) -> dict:
-    from glue_sparse.experiments.finetune import run_finetune
-    from glue_sparse.experiments.finetune_config import FinetuneConfig
+    from glue_sparse.finetune.options import FinetuneConfig
+    from glue_sparse.finetune.run import run_finetune
 
     out = {}
     for method in ("full", "lora", "gates"):
@@ -300,9 +300,9 @@ def check_finetune(size: Size, data: Path, encoder: Path, scratch: Path, device:
 
 
 def check_speed(size: Size, data: Path, encoder: Path, causal: Path, scratch: Path, device: str) -> dict:
-    from glue_sparse.experiments.causal_speed import run_causal_speed
-    from glue_sparse.experiments.speed import run_speed
-    from glue_sparse.experiments.speed_options import SpeedOptions
+    from glue_sparse.speed.causal import run_causal_speed
+    from glue_sparse.speed.options import SpeedOptions
+    from glue_sparse.speed.run import run_speed
 
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     common = {"removed": "0.2,0.4,0.6", "batch_sizes": size.speed_batches, "device": device, "dtype": dtype,

@@ -61,7 +61,7 @@ def main() -> None:
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from glue_sparse.experiments.packaged import minilm_path
+    from glue_sparse.common.packaged import minilm_path
     from glue_sparse_tasks.data import load_glue_split
 
     sentences = list(load_glue_split("sst2", "validation", data_dir=args.data_dir)["sentence"])

@@ -26,9 +26,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from glue_sparse.experiments.packaged import file_sha256  # noqa: E402
-from glue_sparse.experiments.pretrain import PretrainOptions, build_model  # noqa: E402
-from glue_sparse.experiments.pretrain_data import PackedBlocks, lane_sources, load_tokenizer, train_source  # noqa: E402
+from glue_sparse.common.packaged import file_sha256  # noqa: E402
+from glue_sparse.pretrain.data import PackedBlocks, lane_sources, load_tokenizer, train_source  # noqa: E402
+from glue_sparse.pretrain.run import PretrainOptions, build_model  # noqa: E402
 from glue_sparse_tasks.atomic import write_json_atomic  # noqa: E402
 
 

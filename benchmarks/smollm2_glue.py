@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from glue_sparse.experiments.packaged import smollm2_path
+from glue_sparse.common.packaged import smollm2_path
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.tasks.utils import data_source
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
+from torch import nn
 
 
 def synchronize(devices: Iterable[torch.device]) -> None:
@@ -71,3 +72,26 @@ def paired_speedup(dense: Sequence[float], pruned: Sequence[float]) -> Speedup:
     within a round cancels the machine's drift that a ratio of two medians would keep."""
     ratios = [d / p for d, p in zip(dense, pruned, strict=True)]
     return Speedup(statistics.median(ratios), min(ratios), max(ratios))
+
+
+@torch.inference_mode()
+def time_rounds(models: Sequence[nn.Module], batches: Sequence[dict], rounds: int) -> list[list[float]]:
+    """Seconds per pass over ``batches`` for each model, one sample per round; a warm-up round is dropped.
+
+    Within a round the models take turns batch by batch (dense, pruned, dense, pruned, ...), in reversed
+    order every other round (``interleaved_rounds``). With turns of whole 8-batch passes the rounds'
+    ratios for one pruned MiniLM spanned 0.28 on average; with turns per batch, 0.10, around the same
+    median (``benchmarks/results/timing_interleave_ab``)."""
+    devices = {next(model.parameters()).device for model in models}
+    steps = [[(lambda m=model, b=batch: m(**b)) for batch in batches] for model in models]
+    return interleaved_rounds(steps, rounds, devices)
+
+
+def time_forwards(models: Sequence[nn.Module], batches: Sequence[dict], rounds: int) -> list[float]:
+    """Median seconds per pass over ``batches`` for each model, rounds interleaved, first round dropped."""
+    return [statistics.median(s) for s in time_rounds(models, batches, rounds)]
+
+
+def mean_length(batches: Sequence[dict]) -> int:
+    """Mean padded length of ``batches``: the token count the layout is chosen for is batch x this."""
+    return round(statistics.mean(b["input_ids"].shape[1] for b in batches))

@@ -13,8 +13,8 @@ import sys
 
 from transformers import TrainerCallback
 
-from glue_sparse.experiments.finetune import run_finetune
-from glue_sparse.experiments.finetune_config import FinetuneConfig
+from glue_sparse.finetune.options import FinetuneConfig
+from glue_sparse.finetune.run import run_finetune
 
 
 class KillAt(TrainerCallback):

@@ -9,10 +9,11 @@ import statistics
 import pytest
 from transformers import TrainerCallback
 
-from glue_sparse.experiments.bench import BenchConfig, BenchConfigError, read_store, run_bench, write_store
-from glue_sparse.experiments.finetune import run_finetune
-from glue_sparse.experiments.report import _score_axis_label, paired, summarise, targets, write_report
-from glue_sparse.experiments.run_environment import git_state
+from glue_sparse.bench.report import _score_axis_label, summarise, write_report
+from glue_sparse.bench.report_targets import paired, targets
+from glue_sparse.bench.run import BenchConfig, BenchConfigError, read_store, run_bench, write_store
+from glue_sparse.common.run_environment import git_state
+from glue_sparse.finetune.run import run_finetune
 from glue_sparse_tasks import scoring
 from tests.tiny_models import save_tiny_classifier
 
@@ -208,7 +209,7 @@ def test_bad_bench_configs_name_the_field(tmp_path):
 
 
 def test_bench_flags_override_the_config_file(tmp_path):
-    from glue_sparse.cli.bench import _bench_config
+    from glue_sparse.bench.command import _bench_config
     from glue_sparse.cli.main import build_parser
 
     config = tmp_path / "bench.yaml"
@@ -238,6 +239,9 @@ def test_bench_flags_override_the_config_file(tmp_path):
     assert parts("--only-arms", "full,f1", "--only-tasks", "rte") == [c for c in whole if c[1] == "rte"]
     with pytest.raises(BenchConfigError, match=r"only_arms \['gates r0.3'\] names no cell of this grid"):
         parts("--only-arms", "gates r0.3")
+    # a label with blanks is named by the label or by its folder name (blanks as dashes)
+    config.write_text("tasks: [rte]\nseeds: [1]\nmethods: [full, {method: full, label: 'f r1'}]\n")
+    assert parts("--only-arms", "f-r1") == parts("--only-arms", "f r1") == [("f r1", "rte", 1)]
     # --only-regimes splits an arm that runs in both regimes (the long full-regime cells apart)
     config.write_text("tasks: [rte]\nseeds: [1]\nregimes: [limited]\n"
                       "methods: [full, {method: full, label: full, regimes: [full], epochs: 2}]\n")
@@ -253,7 +257,7 @@ def test_magnitude_cells_wait_for_the_full_run_they_prune():
     """On Ray every cell may start at once, so a magnitude cell is held back until the full cell of its
     task, regime and seed has ended (else both would train that run in one folder); a part without the
     full arm has nothing to wait for (the magnitude cell trains the run where the full arm's cell finds it)."""
-    from glue_sparse.experiments.bench_ray import prerequisites
+    from glue_sparse.bench.ray_executor import prerequisites
 
     raw = {"tasks": ["rte", "stsb"], "seeds": [1, 2],
            "methods": [{"method": "magnitude", "label": "m3", "target_removal": 0.3}, "full", "gates"]}
@@ -410,7 +414,7 @@ def test_on_ray_a_magnitude_cell_starts_after_the_full_run_it_prunes(tiny_base, 
 
 
 def test_demo_table_shows_closed_and_removed_and_the_speed_up(finished):
-    from glue_sparse.experiments.demo import demo_table
+    from glue_sparse.demo.run import demo_table
 
     _, store, _ = finished
     rows = [r for r in read_store(store) if r["task"] in ("rte", "stsb")]
@@ -422,7 +426,7 @@ def test_demo_table_shows_closed_and_removed_and_the_speed_up(finished):
 
 
 def test_demo_table_averages_the_tasks_and_the_headline_reads_the_converged_report(finished, tmp_path):
-    from glue_sparse.experiments.demo import converged_headline, demo_table
+    from glue_sparse.demo.run import converged_headline, demo_table
     from glue_sparse_tasks.scoring import primary_metric
 
     _, store, _ = finished
@@ -435,13 +439,13 @@ def test_demo_table_averages_the_tasks_and_the_headline_reads_the_converged_repo
     assert f"{mean:.3f}" in next(line for line in lines if line.startswith(first["label"]))
     # the committed converged report: its means for the main job's methods, full first
     line = converged_headline(["sst2"])
-    assert "5-task average full 67.2," in line and "magnitude r0.3 62.9" in line and "SST2 full 86.6" in line
+    assert "5-task average full 67.2," in line and "magnitude-r0.3 62.9" in line and "SST2 full 86.6" in line
     missing = converged_headline(["sst2"], report=tmp_path / "absent.csv")
     assert "not in this install" in missing
 
 
 def test_targets_are_read_from_targets_json_and_a_bench_config_overrides_them(finished, tmp_path):
-    from glue_sparse.experiments.bench_targets import DEFAULT_BENCH_TARGETS, TARGETS_FILE, TargetsError
+    from glue_sparse.common.targets import DEFAULT_BENCH_TARGETS, TARGETS_FILE, TargetsError
 
     written = json.loads(TARGETS_FILE.read_text())["bench"]
     assert DEFAULT_BENCH_TARGETS.gates_gap_to_full == written["gates_gap_to_full"]
@@ -464,3 +468,18 @@ def test_targets_are_read_from_targets_json_and_a_bench_config_overrides_them(fi
 
     assert main(["report", "--results", str(store), "--out", str(tmp_path / "r"), "--config", str(config)]) == 0
     assert "within 40.0 points of full: met" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_arm_folders_have_no_blanks_and_folders_written_before_still_resume(tmp_path):
+    """Issue #52: ``runs/gates-r0.3/...`` for the label ``gates r0.3``; a bench folder written before, with
+    ``runs/gates r0.3/...``, keeps using its folder (so --resume and the rows' run_dir still find it)."""
+    from glue_sparse.bench.options import arm_folder
+    from glue_sparse.bench.run import arm_root
+
+    assert arm_folder("gates r0.3") == "gates-r0.3" and arm_folder("full") == "full"
+    assert arm_root(tmp_path, "gates r0.3", "limited", 1) == tmp_path / "runs" / "gates-r0.3" / "limited" / "seed-1"
+    old = tmp_path / "runs" / "gates r0.3" / "limited" / "seed-1"
+    old.mkdir(parents=True)
+    assert arm_root(tmp_path, "gates r0.3", "limited", 1) == old
+    assert arm_root(tmp_path, "gates r0.3", "limited", 2).name == "seed-2" and " " not in str(
+        arm_root(tmp_path, "gates r0.3", "limited", 2).relative_to(tmp_path))

@@ -90,7 +90,7 @@ def test_flags_are_the_ones_hf_argument_parser_builds(options):
 def test_parsed_values_match_hf_argument_parser(argv):
     from transformers import HfArgumentParser
 
-    from glue_sparse.experiments.finetune_config import FinetuneConfig
+    from glue_sparse.finetune.options import FinetuneConfig
 
     ours = argparse.ArgumentParser()
     add_dataclass_flags(ours, FinetuneConfig)

@@ -10,15 +10,10 @@ from pathlib import Path
 import pytest
 
 from glue_sparse.cli.main import build_parser
-from glue_sparse.experiments.finetune_config import FinetuneConfig, TrainingOptions, defaults_markdown
-from glue_sparse.experiments.perplexity import (
-    PerplexityOptions,
-    ProtocolOptions,
-    galore_perplexity,
-    sparsegpt_perplexity,
-)
-from glue_sparse.experiments.posttrain import PosttrainOptions
-from glue_sparse.experiments.speed import SpeedOptions
+from glue_sparse.finetune.options import FinetuneConfig, TrainingOptions, defaults_markdown
+from glue_sparse.perplexity.run import PerplexityOptions, ProtocolOptions, galore_perplexity, sparsegpt_perplexity
+from glue_sparse.posttrain.run import PosttrainOptions
+from glue_sparse.speed.run import SpeedOptions
 
 DEFAULTS_DOC = Path(__file__).resolve().parent.parent / "docs" / "fine-tuning.md"
 

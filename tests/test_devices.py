@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from glue_sparse.cli.main import build_parser, main
-from glue_sparse.experiments.finetune_config import PRECISIONS as OPTION_PRECISIONS
-from glue_sparse.experiments.option_fields import DeviceOptions
+from glue_sparse.common.option_fields import DeviceOptions
+from glue_sparse.finetune.options import PRECISIONS as OPTION_PRECISIONS
 from glue_sparse_tasks.errors import UserInputError
 from sparse_models.devices import PRECISIONS, autocast, resolve_device, resolve_precision, trainer_arguments
 

@@ -18,8 +18,8 @@ import sys
 
 import pytest
 
-from glue_sparse.experiments.finetune import run_finetune
-from glue_sparse.experiments.finetune_config import FinetuneConfig
+from glue_sparse.finetune.options import FinetuneConfig
+from glue_sparse.finetune.run import run_finetune
 from tests.tiny_models import save_tiny_classifier
 
 

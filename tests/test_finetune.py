@@ -10,8 +10,10 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from glue_sparse.experiments.finetune import OutputDirError, _build_model, identity, run_finetune
-from glue_sparse.experiments.finetune_config import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
+from glue_sparse.finetune.models import build_model
+from glue_sparse.finetune.options import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
+from glue_sparse.finetune.run import run_finetune
+from glue_sparse.finetune.run_dir import OutputDirError, identity
 from sparse_models.sparse_gates.layer import GATE_LOGIT_NAMES
 from tests.tiny_models import save_tiny_classifier
 
@@ -100,7 +102,7 @@ def test_lora_trains_the_pooler_with_the_head_and_full_runs_keep_their_identity(
     """The pooler belongs to the head for every adapter method; methods that train every weight leave
     the option out of their identity, so finished full and magnitude runs are not re-keyed."""
     lora = _config(tiny_base, method="lora")
-    model = _build_model(lora, lora.resolved(), str(tiny_base))
+    model = build_model(lora, lora.resolved(), str(tiny_base))
     assert any(".pooler.modules_to_save." in n and p.requires_grad for n, p in model.named_parameters())
     assert not any(".pooler.dense" in n and "modules_to_save" not in n and p.requires_grad
                    for n, p in model.named_parameters())

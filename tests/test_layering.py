@@ -1,10 +1,12 @@
 """The package's layering, read from the source (``ast``): every import of one of our modules goes to
-the same or a lower layer, no import cycle exists, and function-level imports of our own modules are
-the listed exceptions (each avoids a heavy optional import at start-up).
+the same or a lower layer, no import cycle exists, function-level imports of our own modules are the
+listed exceptions (each avoids a heavy optional import at start-up), and the workflow rooms keep to
+their own room, the shared room and the edges ``docs/architecture.md`` lists.
 
 Layers, bottom to top: GLUE evaluation (``glue_sparse_tasks``, the ``glue_average`` metric), method
-core (``sparse_models``), lm-eval model (``glue_sparse.lm_eval_model``), experiments
-(``glue_sparse.experiments``), CLI (``glue_sparse.cli``).
+core (``sparse_models``), lm-eval model (``glue_sparse.lm_eval_model``), workflows (the shared room
+``glue_sparse.common`` and one room per workflow, ``glue_sparse/<room>/``), CLI (``glue_sparse.cli`` and
+every room's ``command``).
 """
 
 from __future__ import annotations
@@ -18,35 +20,47 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("glue_sparse_tasks", "sparse_models", "glue_sparse", "metrics")
+#: the workflow rooms: each has options.py (no ML library) and command.py (its subcommand)
+ROOMS = ("bench", "data", "demo", "eval", "finetune", "perplexity", "posttrain", "pretrain", "speed")
+#: room -> the rooms it is built on (it may import them); every other room-to-room import fails
+BUILT_ON = {
+    "bench": {"finetune"},  # a bench cell is a fine-tuning run, evaluated and timed
+    "demo": {"bench", "finetune"},  # the main job is a small bench grid
+    "posttrain": {"perplexity", "finetune"},  # scored by the perplexity protocols; the removal defaults
+    "pretrain": {"perplexity", "finetune"},  # validation perplexity; the gate learning rate of fine-tuning
+    "speed": {"posttrain", "finetune"},  # decoders pruned as post-training prunes them; the tokens per example
+}
 LAYERS = (  # (module prefix, layer), most specific first
     ("glue_sparse.cli", 5),
-    ("glue_sparse.experiments", 4),
+    *((f"glue_sparse.{room}.command", 5) for room in ROOMS),
+    *((f"glue_sparse.{room}.report_command", 5) for room in ROOMS),
+    *((f"glue_sparse.{room}", 4) for room in ROOMS),
+    ("glue_sparse.common", 4),
     ("glue_sparse.lm_eval_model", 3),
     ("glue_sparse", 3),  # the package docstring and version only
     ("sparse_models", 2),
     ("glue_sparse_tasks", 1),
     ("metrics", 1),
 )
-LAYER_NAMES = {1: "GLUE evaluation", 2: "method core", 3: "lm-eval model", 4: "experiments", 5: "CLI"}
+LAYER_NAMES = {1: "GLUE evaluation", 2: "method core", 3: "lm-eval model", 4: "workflows", 5: "CLI"}
 
 #: (importing module, imported module): function-level imports of our own modules that keep a heavy
 #: optional dependency out of start-up. Anything else must be a top-level import.
 DEFERRED = {
     # the lm-eval model imports lm_eval (slow, pulls datasets/evaluate): only evaluation needs it
-    ("glue_sparse.experiments.bench", "glue_sparse.lm_eval_model"): "lm_eval",
+    ("glue_sparse.bench.run", "glue_sparse.lm_eval_model"): "lm_eval",
     # Ray is an optional extra, needed only by --executor ray
-    ("glue_sparse.experiments.bench", "glue_sparse.experiments.bench_ray"): "ray",
+    ("glue_sparse.bench.run", "glue_sparse.bench.ray_executor"): "ray",
     # report plots import matplotlib; the bench imports the report only to write it
-    ("glue_sparse.cli.bench", "glue_sparse.experiments.report"): "matplotlib",
-    # lm-eval's CLI and task machinery, only for `glue-sparse eval`
-    ("glue_sparse.cli.main", "glue_sparse.cli.eval"): "lm_eval",
+    ("glue_sparse.bench.command", "glue_sparse.bench.report"): "matplotlib",
     # the start-up hook (imported in every Python process) defers everything until lm_eval is imported
     ("glue_sparse_tasks.lm_eval_hook", "glue_sparse_tasks"): "lm_eval",
     # fine-tuning options read the method's numbers when a config resolves, so `finetune --help` loads no torch
-    ("glue_sparse.experiments.finetune_config", "sparse_models"): "torch",
-    # each command module builds its flags from a light options module and imports its runner in run()
-    **{(f"glue_sparse.cli.{command}", "glue_sparse.experiments"): "torch" for command in (
-        "bench", "demo", "finetune", "perplexity", "posttrain", "pretrain", "pretrain_report", "report", "speed")},
+    ("glue_sparse.finetune.options", "sparse_models"): "torch",
+    # each command module builds its flags from its room's light options module and imports the room's
+    # work in run() (for `eval`, lm-eval's CLI)
+    **{(f"glue_sparse.{room}.{command}", f"glue_sparse.{room}"): "torch"
+       for room in ROOMS for command in ("command", "report_command")},
 }
 
 
@@ -184,20 +198,99 @@ def test_glue_evaluation_layer_imports_nothing_from_the_method():
 
 
 @pytest.mark.parametrize("package", ["glue_sparse_tasks", "sparse_models", "glue_sparse", "glue_sparse.lm_eval_model",
-                                     "glue_sparse.experiments", "glue_sparse.cli", "sparse_models.sparse_gates"])
+                                     "glue_sparse.common", "glue_sparse.cli", "sparse_models.sparse_gates",
+                                     *(f"glue_sparse.{room}" for room in ROOMS)])
 def test_every_package_says_which_layer_it_is(package):
     path = ROOT / package.replace(".", "/") / "__init__.py"
     doc = ast.get_docstring(ast.parse(path.read_text()))
     assert doc and any(word in doc.lower() for word in ("layer", "peft method")), f"{path}: no layer docstring"
 
 
-def test_experiment_modules_do_one_job_each():
-    """Issue #39: no module in glue_sparse/experiments/ is over 350 lines, and no function over 80."""
-    folder = Path(__file__).resolve().parents[1] / "glue_sparse" / "experiments"
-    for path in sorted(folder.glob("*.py")):
-        text = path.read_text()
-        assert len(text.splitlines()) <= 350, f"{path.name}: {len(text.splitlines())} lines"
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                length = node.end_lineno - node.lineno + 1
-                assert length <= 80, f"{path.name}:{node.lineno} {node.name} is {length} lines"
+def room_of(module: str) -> str | None:
+    """The workflow room a module of ``glue_sparse`` lives in (``common`` for the shared room), else None."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "glue_sparse" and parts[1] in (*ROOMS, "common") else None
+
+
+def room_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that cross rooms other than along ``BUILT_ON``, a shared room that imports a workflow, an
+    ``options`` module that imports beyond options, and an import of a room's command module from outside
+    the CLI."""
+    problems = []
+    for module, targets in graph.items():
+        room = room_of(module)
+        for target in targets:
+            other = room_of(target)
+            if target == f"glue_sparse.{other}":  # a room package's __init__: a docstring only
+                continue
+            if target.rsplit(".", 1)[-1] in ("command", "report_command") and not module.startswith("glue_sparse.cli"):
+                problems.append(f"{module} imports the command module {target}: only the CLI registry names it")
+            if room is None or other is None or other == room:
+                if room and other == room and module.endswith(".options") and not target.endswith(".options"):
+                    problems.append(f"{module} imports {target}: options import only options (options <- run <- "
+                                    "command)")
+                continue
+            if room == "common":
+                problems.append(f"the shared room's {module} imports the workflow module {target}")
+            elif other != "common" and other not in BUILT_ON.get(room, ()):
+                problems.append(f"room {room} imports room {other} ({module} -> {target}); add the edge to BUILT_ON "
+                                "and docs/architecture.md if {room} is built on {other}, else move the shared part "
+                                "to glue_sparse/common or the method core")
+            elif module.endswith(".options") and other != "common" and not target.endswith(".options"):
+                problems.append(f"{module} imports {target}: options import only options")
+    return problems
+
+
+def test_rooms_import_only_their_own_the_shared_room_and_what_they_are_built_on():
+    graph, _ = import_graph()
+    assert not (problems := room_problems(graph)), "\n".join(problems)
+
+
+def test_room_checker_catches_a_crossing_and_an_options_module_importing_run():
+    graph, _ = import_graph()
+    planted = {k: set(v) for k, v in graph.items()}
+    planted["glue_sparse.finetune.run"].add("glue_sparse.speed.run")
+    planted["glue_sparse.speed.options"].add("glue_sparse.speed.run")
+    planted["glue_sparse.common.packaged"].add("glue_sparse.finetune.options")
+    problems = "\n".join(room_problems(planted))
+    assert "room finetune imports room speed" in problems
+    assert "glue_sparse.speed.options imports glue_sparse.speed.run" in problems
+    assert "shared room's glue_sparse.common.packaged imports" in problems
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_every_room_has_the_same_files_for_the_same_jobs(room):
+    """Issue #52: options.py (the dataclasses) and command.py (the subcommand) in every room, as transformers
+    has configuration_*.py and modeling_*.py in every model folder; ROOMS lists every folder there is."""
+    folder = ROOT / "glue_sparse" / room
+    assert (folder / "options.py").is_file() and (folder / "command.py").is_file(), f"{folder}: options/command?"
+    known = {*ROOMS, "common", "cli", "lm_eval_model"}
+    folders = {p.name for p in (ROOT / "glue_sparse").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == known, f"folders {sorted(folders - known)} are not listed in ROOMS; {sorted(known - folders)} gone"
+
+
+def test_options_modules_import_no_ml_library():
+    """Every room's options imports none of torch, transformers, lm_eval, datasets (so `--help` is instant)."""
+    modules = [f"glue_sparse.{room}.options" for room in ROOMS]
+    code = (f"import sys; import {', '.join(modules)}; "
+            "print(sorted(m for m in ('torch', 'transformers', 'lm_eval', 'datasets', 'evaluate') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_no_folder_over_15_modules_and_no_module_over_400_lines():
+    """Issue #52: each folder of the package holds at most 15 modules, each at most 400 lines, and (#39) no
+    function over 80 lines."""
+    for package in ("glue_sparse", "sparse_models", "glue_sparse_tasks"):
+        for folder in [ROOT / package, *(p for p in (ROOT / package).rglob("*") if p.is_dir())]:
+            modules = sorted(folder.glob("*.py"))
+            assert len(modules) <= 15, f"{folder.relative_to(ROOT)}: {len(modules)} modules"
+            for path in modules:
+                text = path.read_text()
+                assert len(text.splitlines()) <= 400, f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines"
+                if package != "glue_sparse":
+                    continue
+                for node in ast.walk(ast.parse(text)):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        length = node.end_lineno - node.lineno + 1
+                        assert length <= 80, f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines"

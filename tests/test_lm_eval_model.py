@@ -148,7 +148,8 @@ def test_cuda_default_falls_back_to_cpu():
 def test_the_old_model_name_sparse_gated_still_evaluates_and_warns(tmp_path, glue_fixture_dir):
     from lm_eval.api.registry import get_model
 
-    from glue_sparse.lm_eval_model.sparse_gated_lm import REMOVED_IN, SparseGatedLM
+    from glue_sparse.lm_eval_model.classifier_lm import SPARSE_GATED_REMOVED_IN as REMOVED_IN
+    from glue_sparse.lm_eval_model.classifier_lm import SparseGatedLM
 
     assert get_model("hf-classifier") is HFClassifierLM
     old = get_model("sparse-gated")

@@ -123,7 +123,7 @@ def test_bench_and_demo_on_a_model_folder(env, glue_fixture_dir, tmp_path):
     assert all(r["base_model"].startswith("bert (") for r in rows)
     printed = _ok(_run(env, "demo", "--model", str(env["bert"]), "--train_limit", "16", "--epochs", "1",
                        "--data_dir", str(glue_fixture_dir), "--output", str(tmp_path / "demo")))
-    assert "gates r0.3" in printed and "magnitude r0.3" in printed and "chance" in printed
+    assert "gates-r0.3" in printed and "magnitude-r0.3" in printed and "chance" in printed
 
 
 def test_speed_perplexity_posttrain_and_pretrain_on_model_folders(env, glue_fixture_dir, tmp_path):
@@ -155,7 +155,7 @@ def test_a_hub_model_is_named_by_id_revision_and_weights_from_the_local_cache(tm
 
     from huggingface_hub import constants
 
-    from glue_sparse.experiments.packaged import model_identity
+    from glue_sparse.common.packaged import model_identity
 
     revision = "0123456789abcdef0123456789abcdef01234567"
     snapshot = tmp_path / "models--someone--tiny-bert" / "snapshots" / revision

@@ -21,9 +21,9 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from glue_sparse.cli.main import main
-from glue_sparse.experiments.pretrain import PretrainError, PretrainOptions, run_pretrain
-from glue_sparse.experiments.pretrain_data import PretrainDataError
-from glue_sparse.experiments.pretrain_report import PretrainReportOptions, write_pretrain_report
+from glue_sparse.pretrain.data import PretrainDataError
+from glue_sparse.pretrain.report import PretrainReportOptions, write_pretrain_report
+from glue_sparse.pretrain.run import PretrainError, PretrainOptions, run_pretrain
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ("the a cat dog sat ran on under mat tree quickly slowly big small red green house river and then it "
@@ -129,10 +129,10 @@ def test_report_tables_twins_with_speed_plot_and_targets(twins, tmp_path):
 
 
 def test_unigram_perplexity_is_the_entropy_of_the_scored_targets():
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
-    from glue_sparse.experiments.perplexity import unigram_perplexity
+    from glue_sparse.perplexity.run import unigram_perplexity
 
     vocab = {"a": 0, "b": 1, "<e>": 2}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<e>"))
@@ -316,7 +316,7 @@ def test_the_documented_gpu_command_runs_at_tiny_size_on_cpu(corpus, tmp_path):
 
 
 def test_the_bpe_tokenizer_is_trained_once_per_content_and_deterministic(corpus, tmp_path, monkeypatch):
-    from glue_sparse.experiments.pretrain_data import load_tokenizer, train_source
+    from glue_sparse.pretrain.data import load_tokenizer, train_source
 
     monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
     source = train_source(None, str(corpus), "0:50")
@@ -342,7 +342,7 @@ def _first_blocks(blocks, n: int) -> list:
 def test_cached_token_blocks_equal_the_tokenised_blocks_past_a_full_pass(lanes, docs, corpus, tmp_path, monkeypatch):
     """The token cache (issue #49) gives block for block what tokenising while training gives, across the
     wrap to a second pass, for a document slice over one lane and for whole shards over two lanes."""
-    from glue_sparse.experiments.pretrain_data import PackedBlocks, lane_sources, load_tokenizer, train_source
+    from glue_sparse.pretrain.data import PackedBlocks, lane_sources, load_tokenizer, train_source
 
     monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
     source = train_source(str(corpus / "shards"), None, docs)
@@ -361,8 +361,8 @@ def test_cached_token_blocks_equal_the_tokenised_blocks_past_a_full_pass(lanes, 
 
 
 def test_the_token_cache_is_keyed_by_shard_content_and_tokenizer(corpus, tmp_path, monkeypatch):
-    from glue_sparse.experiments.pretrain_data import load_tokenizer, train_source
-    from glue_sparse.experiments.token_cache import shard_tokens, tokenizer_fingerprint
+    from glue_sparse.pretrain.data import load_tokenizer, train_source
+    from glue_sparse.pretrain.token_cache import shard_tokens, tokenizer_fingerprint
 
     monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
     shard = _write(tmp_path / "c4-train.00000-of-00001.json", _docs(20, 3))

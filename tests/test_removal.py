@@ -11,8 +11,8 @@ import peft
 import pytest
 import torch
 
-from glue_sparse.experiments.finetune import run_finetune
-from glue_sparse.experiments.finetune_config import FinetuneConfig, FinetuneConfigError
+from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError
+from glue_sparse.finetune.run import run_finetune
 from sparse_models import SparseGatesConfig, parameter_accounting
 from sparse_models.removal import RemovalSchedule, close_lowest, gate_logits, magnitude_scores, random_scores
 from sparse_models.sparse_gates.layer import GATE_LOGIT_NAMES

@@ -7,7 +7,8 @@ import json
 import torch
 
 from glue_sparse.cli.main import main
-from glue_sparse.experiments.speed import paired_speedup, speed_targets, time_rounds
+from glue_sparse.speed.report import speed_targets
+from sparse_models.timing import paired_speedup, time_rounds
 from tests.tiny_models import save_tiny_classifier, tiny_bert
 
 

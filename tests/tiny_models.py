@@ -118,7 +118,7 @@ def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | Non
 
     from transformers import AutoTokenizer
 
-    from glue_sparse.experiments.packaged import minilm_path
+    from glue_sparse.common.packaged import minilm_path
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     torch.manual_seed(seed)
@@ -145,7 +145,7 @@ def save_tiny_encoder(folder, model_type: str, num_labels: int = 2, seed: int = 
 
     from transformers import AutoTokenizer
 
-    from glue_sparse.experiments.packaged import minilm_path
+    from glue_sparse.common.packaged import minilm_path
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     model = tiny_model(model_type, seed=seed, num_labels=num_labels, vocab_size=tokenizer.vocab_size)

@@ -1,5 +1,7 @@
-"""Layer 5, the ``glue-sparse`` command: one module per subcommand, each turning flags into one call
-of the experiment layer (``main`` holds the CLI boundary: error lines, exit codes, ``-v``).
+"""Layer 5, the ``glue-sparse`` command: the entry point (``main``: error lines, exit codes, ``-v``), the
+subcommand registry (``commands``) and the flag builder (``flags``). Each subcommand lives in its
+workflow's room as ``command.py`` (``glue_sparse/<room>/command.py``), turning flags into one call of
+that room's ``run``.
 
 Importing this package sets the quiet environment (unless ``-v``/``--verbose`` is on the command line)
 before any library loads: tqdm, transformers and datasets read those switches once, at import time.

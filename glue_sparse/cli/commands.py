@@ -6,23 +6,22 @@ from __future__ import annotations
 
 #: name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "data": ("glue_sparse.cli.data", "show which GLUE splits are available, with rows, labels, source and fingerprint"),
-    "finetune": ("glue_sparse.cli.finetune", "fine-tune an encoder on GLUE tasks with a method that --method lists"),
-    "bench": ("glue_sparse.cli.bench", "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
-    "report": ("glue_sparse.cli.report", "markdown/CSV tables and plots from a bench results store"),
-    "demo": ("glue_sparse.cli.demo",
+    "data": ("glue_sparse.data.command", "show which GLUE splits are available, with rows, labels, source and fingerprint"),
+    "finetune": ("glue_sparse.finetune.command", "fine-tune an encoder on GLUE tasks with a method that --method lists"),
+    "bench": ("glue_sparse.bench.command", "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
+    "report": ("glue_sparse.bench.report_command", "markdown/CSV tables and plots from a bench results store"),
+    "demo": ("glue_sparse.demo.command",
              "the main job: full vs gates vs magnitude at 30%% removal on SST-2 (packaged MiniLM)"),
-    "perplexity": ("glue_sparse.cli.perplexity",
+    "perplexity": ("glue_sparse.perplexity.command",
                    "causal-LM token perplexity under named protocols (sparsegpt, galore, packed)"),
-    "posttrain": ("glue_sparse.cli.posttrain",
+    "posttrain": ("glue_sparse.posttrain.command",
                   "structured post-training of a causal LM: row/column gates, or heads and FFN channels removed by "
                   "magnitude-sp, wanda-sp, flap or unit gates, scored on C4 and WikiText-2"),
-    "pretrain": ("glue_sparse.cli.pretrain",
+    "pretrain": ("glue_sparse.pretrain.command",
                  "pre-train a Llama (GaLore's sizes) from scratch on C4, dense or with sparse gates; validation "
                  "perplexity curve in run.json, the (pruned) model in model/"),
-    "pretrain-report": ("glue_sparse.cli.pretrain_report",
+    "pretrain-report": ("glue_sparse.pretrain.report_command",
                         "table, plot, speed and targets of pre-training runs (dense and gated twins)"),
-    "speed": ("glue_sparse.cli.speed",
+    "speed": ("glue_sparse.speed.command",
               "dense vs physically pruned latency and FLOP ratios (default: packaged MiniLM; --causal: SmolLM2)"),
 }
-EVAL_HELP = "lm-eval run with glue_sparse tasks and models registered (same arguments as `lm_eval run`)"

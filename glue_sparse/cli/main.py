@@ -14,20 +14,14 @@ import sys
 import traceback
 from collections.abc import Collection
 
-from glue_sparse.cli.commands import EVAL_HELP, SUBCOMMANDS
+from glue_sparse.cli.commands import SUBCOMMANDS
 from glue_sparse.cli.flags import add_dataclass_flags
+from glue_sparse.eval import command as eval_command
 from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.errors import UserInputError
 
 DESCRIPTION = ("GLUE evaluation through lm-eval, sparse gates that physically prune, fine-tuning and benchmarks "
                "(-v or --verbose anywhere: library logging and full tracebacks)")
-
-
-def cmd_eval(argv: list[str]) -> int:
-    """Run lm-eval's ``run`` with our tasks and models registered; data checked before the model."""
-    from glue_sparse.cli.eval import run_lm_eval  # lm-eval's CLI: loaded only for `glue-sparse eval`
-
-    return run_lm_eval(argv)
 
 
 def build_parser(loaded: Collection[str] | None = None) -> argparse.ArgumentParser:
@@ -47,7 +41,7 @@ def build_parser(loaded: Collection[str] | None = None) -> argparse.ArgumentPars
         if hasattr(module, "add_arguments"):
             module.add_arguments(p)
         p.set_defaults(func=module.run)
-    sub.add_parser("eval", help=EVAL_HELP, add_help=False)
+    sub.add_parser("eval", help=eval_command.HELP, add_help=False)
     return parser
 
 
@@ -60,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_console(verbose)
     try:
         if argv[:1] == ["eval"]:
-            return cmd_eval(argv[1:])
+            return eval_command.run(argv[1:])
         command = next((a for a in argv if not a.startswith("-")), None)
         args = build_parser([command] if command else []).parse_args(argv)
         return args.func(args)

@@ -2,7 +2,6 @@
 classifiers to lm-eval's ``glue_sparse_*`` tasks (``sparse-gated``: its old name, deprecated). It imports
 lm-eval, so nothing below it does."""
 
-from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM
-from glue_sparse.lm_eval_model.sparse_gated_lm import SparseGatedLM
+from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM, SparseGatedLM
 
 __all__ = ["HFClassifierLM", "SparseGatedLM"]

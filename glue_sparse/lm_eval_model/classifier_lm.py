@@ -32,7 +32,6 @@ from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.lm_eval_hook import register_models
 from glue_sparse_tasks.tasks.utils import data_source
-from sparse_models.devices import TORCH_DTYPES
 from sparse_models.accounting import parameter_accounting
 from sparse_models.architectures import max_input_length
 from sparse_models.checkpoints import (
@@ -42,6 +41,7 @@ from sparse_models.checkpoints import (
     recorded_trainable_parameters,
     resolve_checkpoints,
 )
+from sparse_models.devices import TORCH_DTYPES
 
 #: what an evaluation writes beside the checkpoint: accounting and throughput (its old name kept, for readers)
 EVAL_REPORT_FILE = "sparse_gated_eval.json"
@@ -316,6 +316,19 @@ class HFClassifierLM(LM):
 
     def generate_until(self, requests: list, disable_tqdm: bool = False) -> list:
         raise NotImplementedError("hf-classifier is a classifier: it does not generate text")
+
+
+#: when the old lm-eval model name ``sparse-gated`` goes (it is public: the README and saved commands used it)
+SPARSE_GATED_REMOVED_IN = "0.2.0"
+
+
+class SparseGatedLM(HFClassifierLM):
+    """``--model sparse-gated``: ``hf-classifier`` under its old name, with a deprecation warning."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        warnings.warn(f"lm-eval model 'sparse-gated' is now 'hf-classifier' (SparseGatedLM: HFClassifierLM); "
+                      f"the old name goes in glue-sparse {SPARSE_GATED_REMOVED_IN}", DeprecationWarning, stacklevel=2)
+        super().__init__(*args, **kwargs)
 
 
 def register() -> None:

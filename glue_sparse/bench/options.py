@@ -1,0 +1,184 @@
+"""``BenchConfig``: what a bench grid runs (tasks, methods, regimes, seeds, fine-tuning overrides,
+evaluation and latency settings), read from JSON/YAML or flags, validated before anything trains."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from glue_sparse.common.targets import BenchTargets
+from glue_sparse.finetune.options import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
+from glue_sparse_tasks.errors import UserInputError
+
+#: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
+GRID_OVERRIDES = ("seeds", "regimes", "tasks")
+LATENCY_TIMINGS = ("cell", "after")
+#: A part of the grid: each ``only_*`` list of a bench config and the cell key it filters.
+PART_FILTERS = (("only_tasks", "task"), ("only_seeds", "seed"), ("only_regimes", "regime"), ("only_arms", "label"))
+
+
+def arm_folder(label: str) -> str:
+    """An arm's folder name under ``runs/``: its label with blanks as dashes (``gates r0.3`` -> ``gates-r0.3``),
+    so no shell user has to quote a run path."""
+    return "-".join(label.split())
+
+
+class BenchConfigError(UserInputError):
+    """A bench configuration that cannot run; names the field."""
+
+
+@dataclass
+class MethodSpec:
+    """One method line of the bench: a FineGates/LoRA/full method plus option overrides."""
+
+    method: str
+    label: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    seeds: list[int] | None = None  # None: the bench's; e.g. 3 seeds for headline arms, 1 for the rest
+    regimes: list[str] | None = None
+    tasks: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.method
+
+
+@dataclass
+class BenchConfig:
+    tasks: list[str]
+    methods: list[MethodSpec]
+    regimes: list[str] = field(default_factory=lambda: ["limited"])
+    seeds: list[int] = field(default_factory=lambda: [1])
+    base_model: str | None = None
+    finetune: dict[str, Any] = field(default_factory=dict)  # shared FinetuneConfig overrides
+    eval_limit: int | None = None  # validation docs per task for lm-eval (None: all)
+    latency_docs: int = 256
+    latency_batch_size: int = 32
+    latency_rounds: int = 3
+    latency_timing: str = "cell"  # "after": time every model once the grid is done, one at a time (parallel grids)
+    data_dir: str | None = None
+    use_hub: bool = True
+    cpus_per_cell: float = 1.0  # Ray resources of one grid cell (executor "ray")
+    gpus_per_cell: float = 0.0
+    # A part of the grid to run now (None: all of it), for a grid longer than one working stretch. A
+    # part's rows are the whole grid's own (same keys), and other parts' rows in the store stay.
+    only_tasks: list[str] | None = None
+    only_seeds: list[int] | None = None
+    only_regimes: list[str] | None = None
+    only_arms: list[str] | None = None  # method labels or their folder names, e.g. "gates-r0.3"
+    #: the report's targets for this grid, over targets.json's bench ones (e.g. {"gates_gap_to_full": 3.0})
+    targets: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise BenchConfigError(f"{source}: unknown field(s) {unknown}; known: {sorted(known)}")
+        if "tasks" not in raw or "methods" not in raw:
+            raise BenchConfigError(f"{source}: 'tasks' and 'methods' are required")
+        methods = []
+        for i, m in enumerate(raw["methods"]):
+            if isinstance(m, str):
+                methods.append(MethodSpec(m))
+            elif isinstance(m, dict) and "method" in m:
+                opts = {k: v for k, v in m.items() if k not in ("method", "label") + GRID_OVERRIDES}
+                methods.append(MethodSpec(m["method"], m.get("label", ""), opts,
+                                          **{k: m[k] for k in GRID_OVERRIDES if k in m}))
+            else:
+                raise BenchConfigError(f"{source}: methods[{i}] must be a method name or "
+                                       f"{{'method': ..., 'label': ..., options}}, got {m!r}")
+        config = cls(**{**raw, "methods": methods})
+        config.validate(source)
+        return config
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BenchConfig":
+        text = Path(path).read_text()
+        try:
+            if str(path).endswith((".yaml", ".yml")):
+                import yaml
+
+                raw = yaml.safe_load(text)
+            else:
+                raw = json.loads(text)
+        except Exception as exc:  # noqa: BLE001  (yaml and json raise different types)
+            raise BenchConfigError(f"{path}: cannot parse ({exc})") from None
+        if not isinstance(raw, dict):
+            raise BenchConfigError(f"{path}: expected a mapping at the top level")
+        return cls.from_dict(raw, str(path))
+
+    def goals(self, source: str = "bench config") -> BenchTargets:
+        """The targets the report judges this grid by."""
+        return BenchTargets.load(self.targets, f"{source}: targets")
+
+    def validate(self, source: str = "bench config") -> None:
+        self.goals(source)
+        if self.latency_timing not in LATENCY_TIMINGS:
+            raise BenchConfigError(f"{source}: latency_timing must be one of {LATENCY_TIMINGS}, got "
+                                   f"{self.latency_timing!r}")
+        cells = [(m.label, r) for m in self.methods for r in (m.regimes or self.regimes)]
+        if len(set(cells)) != len(cells):
+            raise BenchConfigError(f"{source}: method labels must be unique within a regime, got {cells}")
+        try:  # every combination must be a valid fine-tuning config
+            grid = list(self.runs(whole=True))
+        except ValueError as exc:
+            raise BenchConfigError(f"{source}: {exc}") from None
+        if self.only_arms:  # an arm named by its label or by its folder name
+            by_folder = {arm_folder(m.label): m.label for m in self.methods}
+            self.only_arms = [by_folder.get(arm_folder(arm), arm) for arm in self.only_arms]
+        for name, key in PART_FILTERS:
+            outside = sorted(set(getattr(self, name) or ()) - {run[key] for run in grid}, key=str)
+            if outside:
+                raise BenchConfigError(f"{source}: {name} {outside} names no cell of this grid; its {key}s are "
+                                       f"{sorted({run[key] for run in grid}, key=str)}")
+
+    def in_part(self, cell: Mapping[str, Any]) -> bool:
+        """Whether a cell (or a row of it: same keys) belongs to the part to run (the ``only_*`` lists;
+        everything without)."""
+        return all(not getattr(self, name) or cell[key] in getattr(self, name) for name, key in PART_FILTERS)
+
+    def covers(self, spec: MethodSpec, task: str, regime: str, seed: int) -> bool:
+        """Whether the arm ``spec`` has a cell for this task, regime and seed (its own lists, else the bench's)."""
+        return (seed in (spec.seeds or self.seeds) and regime in (spec.regimes or self.regimes)
+                and task in (spec.tasks or self.tasks))
+
+    def cell_config(self, spec: MethodSpec, task: str, regime: str, seed: int) -> FinetuneConfig:
+        """One cell's fine-tune: the bench's shared options, then the arm's own; removal methods also save
+        the pruned model."""
+        options = {**self.finetune, **spec.options}
+        if spec.method in REMOVAL_METHODS:
+            options["prune"] = True
+        return FinetuneConfig(task=task, method=spec.method, regime=regime, seed=seed, base_model=self.base_model,
+                              **options)
+
+    def full_label(self, config: FinetuneConfig) -> str | None:
+        """The full arm whose cell (same task, regime and seed) trains the very run the magnitude cell
+        ``config`` prunes, or None (the magnitude cell then trains its own)."""
+        if config.from_run:
+            return None
+        source, where = magnitude_source_config(config), (config.task, config.regime, config.seed)
+        return next((m.label for m in self.methods if m.method == "full" and self.covers(m, *where)
+                     and self.cell_config(m, *where) == source), None)
+
+    def runs(self, whole: bool = False) -> Iterator[dict[str, Any]]:
+        """The cells of the part to run (``whole``: of the whole grid); magnitude cells come after all
+        others, since they prune the full arm's run of their task and seed (a part without that arm
+        trains it where the full arm's cell will find it finished)."""
+        cells = []
+        for seed in sorted({s for m in self.methods for s in (m.seeds or self.seeds)}):
+            for regime in self.regimes + sorted({r for m in self.methods for r in m.regimes or ()} - set(self.regimes)):
+                for spec in self.methods:
+                    for task in spec.tasks or self.tasks:
+                        cell = {"task": task, "label": spec.label, "method": spec.method, "regime": regime,
+                                "seed": seed}
+                        if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(cell)):
+                            continue
+                        config = cell["config"] = self.cell_config(spec, task, regime, seed)
+                        cell["full_label"] = self.full_label(config) if spec.method == "magnitude" else None
+                        cells.append(cell)
+        yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
