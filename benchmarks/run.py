@@ -33,6 +33,9 @@ SUITE: dict[str, Benchmark] = {
     "lm-eval-throughput": Benchmark(
         "lm_eval_model_throughput.py", "lm-eval through our classifier model vs a plain transformers loop (SST-2)",
         ("--data-dir", "{data}", "--repeats", "1")),
+    "predict-round-trip": Benchmark(
+        "predict_round_trip.py", "glue-sparse predict's files read back and scored vs lm-eval's own scores (validation)",
+        ("--run", "{out}/tiny_run", "--tiny-run", "--data-dir", "{data}", "--out", "{out}/round_trip")),
     "cli-startup": Benchmark("cli_startup.py", "glue-sparse --help and subcommand --help vs python -c pass",
                              ("--runs", "1")),
     "startup-hook": Benchmark("startup_hook.py", "python start-up with the lazy lm-eval hook on vs off", ("1",)),

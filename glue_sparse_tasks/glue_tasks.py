@@ -74,14 +74,20 @@ GLUE_TASKS: dict[str, GlueTask] = {
 GLUE8: tuple[str, ...] = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte")
 """The eight tasks of the default GLUE average (no WNLI)."""
 
+AX = GlueTask("ax", ("premise", "hypothesis"), ("entailment", "neutral", "contradiction"), ("test",))
+"""GLUE's diagnostic set (``nyu-mll/glue`` config ``ax``): a test split only, unlabelled, predicted by the
+MNLI model for the server; no training or scoring here, so it is not one of ``GLUE_TASKS``."""
+
+DIAGNOSTIC_TASKS: dict[str, GlueTask] = {AX.name: AX}
+
 
 def get_task(name: str) -> GlueTask:
-    """Look a task up by name, with an error that lists the valid names."""
+    """Look a task up by name (a GLUE task or the diagnostic ``ax``), with an error that lists the names."""
     try:
-        return GLUE_TASKS[name]
+        return GLUE_TASKS.get(name) or DIAGNOSTIC_TASKS[name]
     except KeyError:
         raise ValueError(
-            f"unknown GLUE task {name!r}; valid tasks are: {', '.join(GLUE_TASKS)}"
+            f"unknown GLUE task {name!r}; valid tasks are: {', '.join([*GLUE_TASKS, *DIAGNOSTIC_TASKS])}"
         ) from None
 
 

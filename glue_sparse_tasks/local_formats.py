@@ -108,7 +108,7 @@ def read_parquet(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
 
 TSV_FOLDERS = {
     "cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "qqp": "QQP", "stsb": "STS-B",
-    "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI",
+    "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI", "ax": "diagnostic",
 }
 TSV_FILES = {
     "train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv",
@@ -127,13 +127,18 @@ _TSV_RENAMES: dict[str, dict[str, str]] = {
     "qnli": {"question": "question", "sentence": "sentence", "label": "label"},
     "rte": {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
     "wnli": {"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
+    "ax": {"sentence1": "premise", "sentence2": "hypothesis"},
 }
+#: the column of a test TSV that numbers its rows (the ``index`` of a submission file); QQP calls it ``id``
+TSV_INDEX_COLUMNS = ("index", "id")
+#: files whose name is not ``TSV_FILES[split]``: GLUE ships the diagnostic set as diagnostic/diagnostic.tsv
+TSV_SPECIAL_FILES = {("ax", "test"): "diagnostic.tsv"}
 
 
 def _tsv_label(task: GlueTask, raw: str | None, where: str) -> object:
     if raw is None or raw == "":
         return -1  # unlabelled test rows, as in HF
-    if task.name in ("mnli",):
+    if task.name in ("mnli", "ax"):
         table = _NLI_LABELS
     elif task.name in ("qnli", "rte"):
         table = _BINARY_NLI_LABELS
@@ -186,7 +191,13 @@ def read_glue_tsv(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
         row: Row = {f: record[h] for h, f in renames.items() if f != "label"}
         label_header = next((h for h, f in renames.items() if f == "label"), None)
         row["label"] = _tsv_label(task, record.get(label_header) if label_header else None, where)
-        row["idx"] = i
+        index = next((record[c] for c in TSV_INDEX_COLUMNS if c in record and path.name.startswith(("test",
+                                                                                                   "diagnostic"))), None)
+        try:
+            row["idx"] = i if index is None else int(index)
+        except ValueError:
+            raise GlueDataError(f"{where}: index {index!r} is not an integer (a GLUE test file numbers its rows "
+                                "in its first column)") from None
         yield where, row
 
 
@@ -200,6 +211,6 @@ def candidate_files(folder: Path, task: GlueTask, split: str) -> list[SplitFile]
         SplitFile(shards or (task_dir / f"{split}-00000-of-00001.parquet",), read_parquet, "parquet"),
     ]
     if split in TSV_FILES:
-        tsv = folder / TSV_FOLDERS[task.name] / TSV_FILES[split]
+        tsv = folder / TSV_FOLDERS[task.name] / TSV_SPECIAL_FILES.get((task.name, split), TSV_FILES[split])
         out.append(SplitFile((tsv,), read_glue_tsv, "tsv"))
     return out

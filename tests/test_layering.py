@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("glue_sparse_tasks", "sparse_models", "glue_sparse", "metrics")
 #: the workflow rooms: each has options.py (no ML library) and command.py (its subcommand)
-ROOMS = ("bench", "data", "demo", "eval", "finetune", "perplexity", "posttrain", "pretrain", "speed")
+ROOMS = ("bench", "data", "demo", "eval", "finetune", "perplexity", "posttrain", "predict", "pretrain", "speed")
 #: room -> the rooms it is built on (it may import them); every other room-to-room import fails
 BUILT_ON = {
     "bench": {"finetune"},  # a bench cell is a fine-tuning run, evaluated and timed
@@ -57,6 +57,8 @@ DEFERRED = {
     ("glue_sparse_tasks.lm_eval_hook", "glue_sparse_tasks"): "lm_eval",
     # fine-tuning options read the method's numbers when a config resolves, so `finetune --help` loads no torch
     ("glue_sparse.finetune.options", "sparse_models"): "torch",
+    # predict from lm-eval samples needs neither torch nor a model; only --run loads the classifiers
+    ("glue_sparse.predict.run", "glue_sparse.predict.classifier"): "torch",
     # each command module builds its flags from its room's light options module and imports the room's
     # work in run() (for `eval`, lm-eval's CLI)
     **{(f"glue_sparse.{room}.{command}", f"glue_sparse.{room}"): "torch"

@@ -22,6 +22,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                  "perplexity curve in run.json, the (pruned) model in model/"),
     "pretrain-report": ("glue_sparse.pretrain.report_command",
                         "table, plot, speed and targets of pre-training runs (dense and gated twins)"),
+    "predict": ("glue_sparse.predict.command",
+                "a GLUE-server submission (the eleven files with AX, zipped) from a fine-tuning run or lm-eval samples"),
     "speed": ("glue_sparse.speed.command",
               "dense vs physically pruned latency and FLOP ratios (default: packaged MiniLM; --causal: SmolLM2)"),
 }

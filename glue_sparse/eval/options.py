@@ -11,6 +11,7 @@ from pathlib import Path
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
+from glue_sparse_tasks.tasks.utils import TEST_SOURCES
 
 
 def known_task_names() -> list[str]:
@@ -35,19 +36,23 @@ def argument_value(argv: list[str], *names: str) -> str | None:
 
 
 def requested_glue_tasks(tasks_arg: str | None) -> list[str]:
-    """The glue_task names behind ``--tasks`` (the group expands to its eight members)."""
+    """The glue_task names behind ``--tasks`` (a group expands to its members; a test variant keeps its
+    ``_test`` suffix)."""
     out: list[str] = []
     known: list[str] | None = None  # read from the YAMLs once, and only if a name needs checking
     for name in (tasks_arg or "").split(","):
         name = name.strip()
         if name == "glue_sparse":
             out += GLUE8  # the group's members
+        elif name == "glue_sparse_test":
+            out += [f"{task}_test" for task in TEST_SOURCES]
         elif name.startswith("glue_sparse_"):
             known = known if known is not None else known_task_names()
             if name not in known:
                 raise UserInputError(f"--tasks: unknown task {name!r}; our tasks are: {', '.join(known)}")
             glue_task = name[len("glue_sparse_"):]
-            if glue_task in GLUE_TASKS or glue_task in ("mnli_matched", "mnli_mismatched"):
+            if (glue_task in GLUE_TASKS or glue_task in ("mnli_matched", "mnli_mismatched")
+                    or glue_task.removesuffix("_test") in TEST_SOURCES):
                 out.append(glue_task)
     return list(dict.fromkeys(out))
 

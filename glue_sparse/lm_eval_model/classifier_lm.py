@@ -31,7 +31,7 @@ from tqdm import tqdm
 from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.lm_eval_hook import register_models
-from glue_sparse_tasks.tasks.utils import data_source
+from glue_sparse_tasks.tasks.utils import answering_task
 from sparse_models.accounting import parameter_accounting
 from sparse_models.architectures import max_input_length
 from sparse_models.checkpoints import (
@@ -139,8 +139,8 @@ class HFClassifierLM(LM):
         self.report: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ which checkpoint for which task
-    def _checkpoint_for(self, glue_task: str) -> Checkpoint:
-        data_task, _ = data_source(glue_task)
+    def checkpoint_for(self, glue_task: str) -> Checkpoint:
+        data_task = answering_task(glue_task)
         if self.single_checkpoint:
             (trained_on, ckpt), = self.checkpoints.items()
             if trained_on is not None and trained_on != data_task:
@@ -156,8 +156,8 @@ class HFClassifierLM(LM):
             )
         return self.checkpoints[data_task]
 
-    def _check_labels(self, glue_task: str, ckpt: Checkpoint) -> None:
-        data_task, _ = data_source(glue_task)
+    def check_labels(self, glue_task: str, ckpt: Checkpoint) -> None:
+        data_task = answering_task(glue_task)
         expected = GLUE_TASKS[data_task].num_labels
         num_labels = ckpt.num_labels
         if num_labels is None:
@@ -194,8 +194,8 @@ class HFClassifierLM(LM):
 
     def _score_docs(self, glue_task: str, docs: list[dict]) -> tuple[list[list[float]], dict[str, Any]]:
         """Per doc, the choice log-probabilities; plus this task's accounting and throughput."""
-        ckpt = self._checkpoint_for(glue_task)
-        data_task, _ = data_source(glue_task)
+        ckpt = self.checkpoint_for(glue_task)
+        data_task = answering_task(glue_task)
         spec = GLUE_TASKS[data_task]
         model, tokenizer = load_classifier(ckpt, self.dtype, self.device_name, self.base, self.prune,
                                            self.tokenizer_source)
@@ -258,7 +258,7 @@ class HFClassifierLM(LM):
                                  "the 'glue_task' field")
             by_task[req.doc["glue_task"]][req.doc_id] = req.doc
         for glue_task in by_task:  # every error before any scoring
-            self._check_labels(glue_task, self._checkpoint_for(glue_task))
+            self.check_labels(glue_task, self.checkpoint_for(glue_task))
         answers: dict[tuple[str, int], list[float]] = {}
         for glue_task, docs in by_task.items():
             ids = sorted(docs)

@@ -43,19 +43,47 @@ def data_source(glue_task: str) -> tuple[str, str]:
     return _SOURCES.get(glue_task, (glue_task, "validation"))
 
 
-def load_docs(glue_task: str, data_dir: str | None = None, **_metadata) -> dict:
-    """``custom_dataset`` hook: the task's validation docs, with a ``glue_task`` column.
+def answering_task(glue_task: str) -> str:
+    """The GLUE task whose fine-tuned model answers ``glue_task``'s docs (AX is answered by MNLI's)."""
+    return "mnli" if glue_task == "ax" else data_source(glue_task)[0]
 
-    ``data_dir`` comes from ``--metadata '{"data_dir": ...}'``; otherwise the data layer falls back
-    to ``$GLUE_SPARSE_DATA_DIR`` and then the Hub. Other metadata (model args, version) is ignored.
-    """
-    task, split = data_source(glue_task)
+
+#: glue_task -> (data-layer task, test split) of the ``glue_sparse_<task>_test`` variants (``ax``: GLUE's
+#: diagnostic set, answered as MNLI); their few-shot examples come from ``data_source(FEWSHOT_OF...)``
+TEST_SOURCES = {
+    **{task: (task, "test") for task in ("cola", "sst2", "mrpc", "qqp", "stsb", "qnli", "rte", "wnli")},
+    "mnli_matched": ("mnli", "test_matched"),
+    "mnli_mismatched": ("mnli", "test_mismatched"),
+    "ax": ("ax", "test"),
+}
+FEWSHOT_OF = {"ax": "mnli_matched"}
+
+
+def _docs(glue_task: str, task: str, split: str, data_dir: str | None):
     try:
         ds = load_glue_split(task, split, data_dir=data_dir)
     except GlueDataError as exc:
         raise GlueDataError(f"lm-eval task glue_sparse_{glue_task}: {exc}") from None
-    ds = ds.add_column("glue_task", [glue_task] * len(ds))
-    return {"validation": ds}
+    return ds.add_column("glue_task", [glue_task] * len(ds))
+
+
+def load_docs(glue_task: str, data_dir: str | None = None, glue_split: str = "validation", **_metadata) -> dict:
+    """``custom_dataset`` hook: the task's docs, with a ``glue_task`` column.
+
+    ``glue_split: test`` (the ``_test`` variants): the unlabelled test docs under ``test`` and, for few-shot
+    examples, the labelled validation docs under ``validation`` (none when that split is not at hand: a
+    zero-shot run needs none). ``data_dir`` comes from ``--metadata '{"data_dir": ...}'``; otherwise the
+    data layer falls back to ``$GLUE_SPARSE_DATA_DIR`` and then the Hub. Other metadata is ignored.
+    """
+    if glue_split != "test":
+        return {"validation": _docs(glue_task, *data_source(glue_task), data_dir)}
+    test = _docs(glue_task, *TEST_SOURCES[glue_task], data_dir)
+    shots_of = FEWSHOT_OF.get(glue_task, glue_task)
+    try:
+        shots = _docs(glue_task, *data_source(shots_of), data_dir)
+    except GlueDataError:
+        shots = test.select([])
+    return {"test": test, "validation": shots}
 
 
 def stsb_target(doc: dict) -> int:
@@ -70,6 +98,21 @@ def _softmax(logliks: Sequence[float]) -> list[float]:
     return [e / total for e in exps]
 
 
+def prediction(glue_task: str, logliks: Sequence[float]) -> int | float:
+    """A doc's prediction from its choices' log-likelihoods, the one rule every reader uses (the metrics
+    below and ``glue-sparse predict``): the argmax choice; for STS-B the expected value
+    Σ p_i·i over the normalised probabilities of the choices "0".."5"."""
+    if glue_task == "stsb":
+        return sum(i * p for i, p in enumerate(_softmax(logliks)))
+    return max(range(len(logliks)), key=logliks.__getitem__)
+
+
+def bypass_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict:
+    """The ``_test`` variants' per-doc value: nothing to score (no labels); their predictions are read from
+    lm-eval's ``--log_samples`` output (``glue-sparse predict``)."""
+    return {"bypass": None}
+
+
 def process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict:
     """Turn one doc's choice log-likelihoods into the per-doc values its metrics aggregate.
 
@@ -77,13 +120,11 @@ def process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict:
     Σ p_i·i over the normalised probabilities of the choices "0".."5".
     """
     task = doc["glue_task"]
-    logliks = [float(r[0]) for r in results]
+    pred = prediction(task, [float(r[0]) for r in results])
     gold = doc["label"]
     if task == "stsb":
-        pred: float = sum(i * p for i, p in enumerate(_softmax(logliks)))
         pair = (pred, float(gold))
         return {name: pair for name in TASK_METRICS[task]}
-    pred = max(range(len(logliks)), key=logliks.__getitem__)
     out: dict = {"acc": float(pred == gold)}
     for name in TASK_METRICS[task][1:]:
         out[name] = (pred, int(gold), doc.get(MNLI_SOURCE_COLUMN))
