@@ -60,6 +60,33 @@ def average_of_files(folder: Path, data_dir: str) -> dict:
                                                                         tasks=tasks)
 
 
+def test_split_check(args: argparse.Namespace, out: Path, files: dict) -> list[dict]:
+    """``--split test`` on test-format files (the validation rows without labels, their idx kept): each file's
+    index column must be the input's idx order, one row per input row."""
+    import json as json_
+
+    fmt = out / "test_format"
+    for name, entry in files.items():
+        _, (data_task, split, test_split), _ = SERVER_FORMAT[name]
+        rows = load_glue_rows(data_task, split, args.data_dir, use_hub=False)[0]
+        (fmt / data_task).mkdir(parents=True, exist_ok=True)
+        (fmt / data_task / f"{test_split}.jsonl").write_text(
+            "".join(json_.dumps({**r, "label": -1}) + "\n" for r in rows))
+    submission = out / "test_submission"
+    code = glue_sparse(["predict", "--run", args.run, "--data-dir", str(fmt), "--no-hub", "--output",
+                        str(submission), "--overwrite"])
+    checks = []
+    for name in files:
+        _, (data_task, _, test_split), _ = SERVER_FORMAT[name]
+        inputs = [r["idx"] for r in load_glue_rows(data_task, test_split, str(fmt), use_hub=False)[0]]
+        rows = read_server_file(submission / name) if code == 0 else []
+        written = [i for i, _ in rows]
+        checks.append({"file": name, "input_rows": len(inputs), "written_rows": len(written),
+                       "index_in_input_order": written == inputs,
+                       "same_predictions_as_validation": rows == read_server_file(out / "submission" / name)})
+    return checks
+
+
 def make_tiny_run(folder: Path) -> None:
     """Two tiny random classifiers (SST-2, RTE): the smallest run, for the suite's smoke test."""
     from tests.tiny_models import save_tiny_classifier
@@ -109,8 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(out / "round_trip.json", {"source": "run" if args.run else "samples", "rows": rows,
                                                  "files": record["files"], "provenance": {
                                                      k: record[k] for k in ("run", "samples") if k in record}})
+    test_split = test_split_check(args, out, record["files"]) if args.run else []
+    for check in test_split:
+        print(f"--split test {check['file']:<10} {check['written_rows']:>5} of {check['input_rows']:>5} rows, index "
+              f"column in input order: {'yes' if check['index_in_input_order'] else 'NO'}, predictions as on validation: "
+              f"{'yes' if check['same_predictions_as_validation'] else 'NO'}")
+    report = json.loads((out / "round_trip.json").read_text())
+    write_json_atomic(out / "round_trip.json", {**report, "test_split": test_split})
     print(f"{sum(r['equal'] for r in rows)} of {len(rows)} equal to the last digit; written {out / 'round_trip.json'}")
-    return 0 if all(r["equal"] for r in rows) else 1
+    held = all(c["index_in_input_order"] and c["written_rows"] == c["input_rows"] and c["same_predictions_as_validation"]
+               for c in test_split)
+    return 0 if all(r["equal"] for r in rows) and held else 1
 
 
 if __name__ == "__main__":
