@@ -191,8 +191,8 @@ def read_glue_tsv(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
         row: Row = {f: record[h] for h, f in renames.items() if f != "label"}
         label_header = next((h for h, f in renames.items() if f == "label"), None)
         row["label"] = _tsv_label(task, record.get(label_header) if label_header else None, where)
-        index = next((record[c] for c in TSV_INDEX_COLUMNS if c in record and path.name.startswith(("test",
-                                                                                                   "diagnostic"))), None)
+        numbered = path.name.startswith(("test", "diagnostic"))  # test files number their rows
+        index = next((record[c] for c in TSV_INDEX_COLUMNS if c in record and numbered), None)
         try:
             row["idx"] = i if index is None else int(index)
         except ValueError:

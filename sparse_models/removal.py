@@ -28,6 +28,7 @@ __all__ = [
     "RemovalSchedule",
     "gate_logits",
     "close_lowest",
+    "scheduled_closed",
     "freeze_gates",
     "magnitude_scores",
     "random_scores",
@@ -69,18 +70,24 @@ def close_lowest(
     scores: dict[str, torch.Tensor] | None = None,
     snap_open: bool = False,
     adapter: str | None = None,
+    closed: dict[str, torch.Tensor] | None = None,
 ) -> float:
     """Close the fewest lowest-scoring gates whose removal reaches ``share`` of gated weights.
 
     ``scores`` maps the keys of :func:`gate_logits` to one score per gate (default: the logits, so
     already-closed gates stay closed and the ramp only grows). Of the two counts around the target,
     the one whose removal is nearer is kept. With ``snap_open`` every other gate is set fully open.
+    ``closed``: the gates a schedule closed before (they stay closed); without it, every gate whose
+    evaluation value is 0. A schedule passes it so that gates training pushed shut on their own count
+    against the share instead of adding to it: they rank by their score like any other, and the ones not
+    chosen are reopened by ``snap_open``, so the final share is the one asked at any gate learning rate.
     Returns the removed share of gated weights now reported by ``parameter_accounting``.
     """
     params = gate_logits(model, adapter)
     scores = {k: p.detach().clone() for k, p in params.items()} if scores is None else scores
     originals = {k: p.detach().clone() for k, p in params.items()}
-    was_closed = {k: gates.eval_gate_values(p) == 0 for k, p in originals.items()}
+    was_closed = ({k: closed[k].to(p.device) for k, p in originals.items()} if closed is not None
+                  else {k: gates.eval_gate_values(p) == 0 for k, p in originals.items()})
     # a gate closed earlier ranks first whatever its score, so the closed set only grows
     flat = torch.cat([torch.where(was_closed[k], float("-inf"), scores[k].float()).flatten().cpu() for k in params])
     order = torch.argsort(flat, stable=True)
@@ -111,6 +118,14 @@ def close_lowest(
             lo = mid
     below, above = apply(lo), apply(hi)  # each apply plans the whole model: no more than needed
     return above if above - share <= share - below else apply(lo)
+
+
+def scheduled_closed(model: nn.Module, before: dict[str, torch.Tensor] | None = None,
+                     adapter: str | None = None) -> dict[str, torch.Tensor]:
+    """The gates a schedule has closed, after a :func:`close_lowest`: those closed before and those it just
+    set to ``CLOSED_LOGIT`` (a gate training pushed shut holds another logit)."""
+    out = {k: p.detach() == CLOSED_LOGIT for k, p in gate_logits(model, adapter).items()}
+    return out if before is None else {k: out[k] | before[k].to(out[k].device) for k in out}
 
 
 def freeze_gates(model: nn.Module, adapter: str | None = None) -> None:

@@ -26,16 +26,19 @@ from sparse_models.removal import (
     close_lowest,
     flush_importance,
     freeze_gates,
+    gate_logits,
     importance_scores,
     importance_state,
     load_importance_state,
     random_scores,
+    scheduled_closed,
     track_importance,
 )
 from sparse_models.sparse_gates import SparseGatesModel
 from sparse_models.sparse_gates.layer import GATE_LOGIT_NAMES
 
 IMPORTANCE_FILE = "removal_importance.safetensors"  # saved beside each Trainer checkpoint
+CLOSED_FILE = "removal_closed.safetensors"  # the gates the schedule closed, beside each Trainer checkpoint
 #: Every trainable tensor, saved beside a checkpoint when the backbone trains (gates+full, magnitude):
 #: a PEFT checkpoint holds only the adapter, so a resumed run would restart from the base weights.
 TRAINED_WEIGHTS_FILE = "trained_weights.safetensors"
@@ -107,6 +110,10 @@ class RemovalCallback(TrainerCallback):
         self.schedule = RemovalSchedule(config.target_removal, state.max_steps, config.removal_end,
                                         config.removal_events)
         self.score = config.removal_score
+        self.closed = {k: torch.zeros_like(p, dtype=torch.bool) for k, p in gate_logits(self.trainer.model).items()}
+        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if state.global_step and (checkpoint / CLOSED_FILE).is_file():  # resumed: the same closed set
+            self.closed = {k: v.bool() for k, v in load_file(str(checkpoint / CLOSED_FILE)).items()}
         if state.global_step >= self.schedule.final_step:  # resumed after the removal became final
             self._finish()
         elif self.score == "taylor":
@@ -116,11 +123,13 @@ class RemovalCallback(TrainerCallback):
                 load_importance_state(self.trainer.model, load_file(str(saved)))
 
     def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if self.trainer.gates_final or not args.should_save or not folder.is_dir():
+            return
         scores = importance_state(self.trainer.model)
-        if scores and not self.trainer.gates_final and args.should_save:
-            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            if folder.is_dir():
-                save_file(scores, str(folder / IMPORTANCE_FILE))
+        if scores:
+            save_file(scores, str(folder / IMPORTANCE_FILE))
+        save_file({k: v.to(torch.uint8).cpu().contiguous() for k, v in self.closed.items()}, str(folder / CLOSED_FILE))
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
@@ -137,7 +146,9 @@ class RemovalCallback(TrainerCallback):
             scores = random_scores(self.trainer.model, args.seed)
         else:  # "logit": close_lowest ranks by the logits themselves
             scores = None
-        close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final)
+        close_lowest(self.trainer.model, self.schedule.share_at(step), scores=scores, snap_open=final,
+                     closed=self.closed)
+        self.closed = scheduled_closed(self.trainer.model, self.closed)
         if final:
             self._finish()
             if not any(p.requires_grad for p in self.trainer.model.parameters()):
@@ -182,13 +193,32 @@ def refuse_sharded_training(trainer: Trainer) -> None:
                              "accelerate launch with distributed_type MULTI_GPU); docs/scaling-out.md")
 
 
+#: the batch column that carries a distillation teacher's logits (``SparseGatesTrainer(distillation=...)``)
+TEACHER_LOGITS = "teacher_logits"
+
+
+def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Prediction-layer distillation (Hinton et al.; CoFi's L_pred): T^2 * KL(softmax(t/T) || softmax(s/T))
+    averaged over the batch; a one-output (regression) head matches the teacher's score by MSE."""
+    student, teacher = student.float(), teacher.to(student.device).float()
+    if student.shape[-1] == 1:
+        return torch.nn.functional.mse_loss(student.squeeze(-1), teacher.squeeze(-1))
+    return torch.nn.functional.kl_div(torch.log_softmax(student / temperature, -1),
+                                      torch.log_softmax(teacher / temperature, -1), log_target=True,
+                                      reduction="batchmean") * temperature ** 2
+
+
 class SparseGatesTrainer(Trainer):
     """Adds ``lambda * sparsity penalty`` to the loss in training steps; logs it beside the loss. For an
     adapter with ``target_removal`` it also runs the removal schedule (:class:`RemovalCallback`)."""
 
     def __init__(self, *args: Any, gate_learning_rate: float | None = None, masks_fixed: bool = False,
-                 backbone_trains: bool = False, sparsity_from_step: int = 0, **kwargs: Any) -> None:
+                 backbone_trains: bool = False, sparsity_from_step: int = 0,
+                 distillation: tuple[float, float] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: (alpha, temperature): training batches carry the teacher's logits (TEACHER_LOGITS) and the loss is
+        #: (1 - alpha) * task loss + alpha * distillation_loss(...)
+        self.distillation = distillation
         refuse_sharded_training(self)
         self.gate_learning_rate = gate_learning_rate
         #: the regulariser is off before this optimiser step (FineGates pre-training: after a warm-up)
@@ -252,9 +282,19 @@ class SparseGatesTrainer(Trainer):
         optimizer._gate_group = True
         return optimizer
 
+    def _set_signature_columns_if_needed(self) -> None:
+        super()._set_signature_columns_if_needed()
+        if self.distillation is not None and TEACHER_LOGITS not in self._signature_columns:
+            self._signature_columns.append(TEACHER_LOGITS)  # kept in the batches, taken out before the forward
+
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        teacher = inputs.pop(TEACHER_LOGITS, None)
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
                                              num_items_in_batch=num_items_in_batch)
+        if teacher is not None and self.distillation is not None and model.training:
+            alpha, temperature = self.distillation
+            logits = outputs["logits"] if isinstance(outputs, dict) else outputs[1]
+            loss = (1.0 - alpha) * loss + alpha * distillation_loss(logits, teacher, temperature).to(loss.dtype)
         tuner = sparse_gates_tuner(model)
         if (tuner is not None and model.training and not self.gates_final
                 and self.state.global_step >= self.sparsity_from_step):

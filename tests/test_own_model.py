@@ -97,6 +97,16 @@ def test_finetune_and_lm_eval_on_a_model_folder(env, glue_fixture_dir, tmp_path)
                      f"pretrained={out / 'rte'},base={env['bert']}", "--tasks", "glue_sparse_rte", "--device", "cpu",
                      "--metadata", json.dumps({"data_dir": str(glue_fixture_dir)})))
     assert "glue_sparse_rte" in table and "glue_score" in table
+    # a GLUE-server submission from the same run (its pruned model), through the installed _test task
+    test_data = tmp_path / "test_data"
+    rows = [json.loads(line) for line in (glue_fixture_dir / "rte" / "validation.jsonl").read_text().splitlines()]
+    (test_data / "rte").mkdir(parents=True)
+    (test_data / "rte" / "test.jsonl").write_text("".join(json.dumps({**r, "label": -1}) + "\n" for r in rows))
+    printed = _ok(_run(env, "predict", "--run", str(out), "--variant", "pruned", "--device", "cpu", "--output",
+                       str(tmp_path / "submission"), "--data-dir", str(test_data)))
+    assert "RTE.tsv" in printed and "the GLUE server needs all 11 files" in printed
+    lines = (tmp_path / "submission" / "RTE.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == len(rows) + 1
 
 
 def test_finetune_on_a_hub_name_served_from_the_hub_cache(env, glue_fixture_dir, tmp_path):

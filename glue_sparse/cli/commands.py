@@ -6,8 +6,10 @@ from __future__ import annotations
 
 #: name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "data": ("glue_sparse.data.command", "show which GLUE splits are available, with rows, labels, source and fingerprint"),
-    "finetune": ("glue_sparse.finetune.command", "fine-tune an encoder on GLUE tasks with a method that --method lists"),
+    "data": ("glue_sparse.data.command",
+             "show which GLUE splits are available, with rows, labels, source and fingerprint"),
+    "finetune": ("glue_sparse.finetune.command",
+                 "fine-tune an encoder on GLUE tasks with a method that --method lists"),
     "bench": ("glue_sparse.bench.command", "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
     "report": ("glue_sparse.bench.report_command", "markdown/CSV tables and plots from a bench results store"),
     "demo": ("glue_sparse.demo.command",
@@ -23,7 +25,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pretrain-report": ("glue_sparse.pretrain.report_command",
                         "table, plot, speed and targets of pre-training runs (dense and gated twins)"),
     "predict": ("glue_sparse.predict.command",
-                "a GLUE-server submission (the eleven files with AX, zipped) from a fine-tuning run or lm-eval samples"),
+                "a GLUE-server submission (the eleven files with AX, zipped) from a fine-tuning run or lm-eval "
+                "samples"),
     "speed": ("glue_sparse.speed.command",
               "dense vs physically pruned latency and FLOP ratios (default: packaged MiniLM; --causal: SmolLM2)"),
 }

@@ -8,12 +8,13 @@ from typing import Any, Sequence
 
 from glue_sparse.common.packaged import minilm_path
 from glue_sparse.finetune.options import BACKBONE_METHODS, LORA_METHODS, REMOVAL_GATE_TRAVEL, FinetuneConfig
+from glue_sparse.finetune.teacher import teacher_logits
 from glue_sparse_tasks.console import is_verbose
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from sparse_models.architectures import max_input_length
 from sparse_models.removal import RemovalSchedule, close_lowest, freeze_gates, magnitude_scores
 from sparse_models.sparse_gates import SparseGatesConfig
-from sparse_models.trainer import QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
+from sparse_models.trainer import TEACHER_LOGITS, QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
 
 TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "labels")
 
@@ -136,6 +137,10 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
     max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
     train_tok = tokenize(train, tokenizer, config.task, max_length)
     eval_tok = tokenize(validation, tokenizer, config.task, max_length)
+    distillation = None
+    if config.distill:  # the teacher's logits ride in each training batch
+        train_tok = train_tok.add_column(TEACHER_LOGITS, teacher_logits(config, train_tok, tokenizer, str(args.device)))
+        distillation = (hp["distill_alpha"], hp["distill_temperature"])
     trainer = SparseGatesTrainer(
         model=model, args=args, train_dataset=train_tok, eval_dataset=eval_tok,
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
@@ -143,6 +148,7 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
         gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp, processes.num_processes)),
         masks_fixed=source is not None,
         backbone_trains=config.method in BACKBONE_METHODS,
+        distillation=distillation,
     )
     if not is_verbose():
         trainer.remove_callback(ProgressCallback)

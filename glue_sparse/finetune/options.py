@@ -46,6 +46,9 @@ REMOVAL_GATE_TRAVEL = 1.0
 REMOVAL_SCORE = {"gates": "logit", "gates+lora": "logit"}
 #: The share of gated weights the removal recipe (and magnitude pruning) removes unless told otherwise.
 DEFAULT_TARGET_REMOVAL = 0.3
+#: knowledge distillation from a fine-tuned teacher (--distill): the loss is (1 - alpha) * task loss +
+#: alpha * T^2 * KL(teacher || student) at temperature T (MSE to the teacher's score for STS-B)
+DISTILL_DEFAULTS = {"distill_alpha": 0.5, "distill_temperature": 2.0}
 #: Gate options a FinetuneConfig may set; None means the recipe's default (``gate_defaults``).
 GATE_OPTIONS = ("target_removal", "target_sparsity", "sparsity_lambda", "reg_sigma", "gate_learning_rate",
                 "removal_score")
@@ -156,6 +159,15 @@ class TrainingOptions(DeviceOptions):
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
                                    aliases=("--select",))
     prune: bool = option(False, "also save the physically pruned model (gates, magnitude)")
+    distill: bool = option(False, "add knowledge distillation from --teacher to the task loss (any method)")
+    teacher: str | None = option(None, "with --distill: a fine-tuned checkpoint of the same task and tokenizer (a "
+                                       "run's task folder or a classifier folder); its logits are cached")
+    distill_alpha: float | None = option(
+        None, "with --distill: weight of the distillation loss, in (0, 1] (default "
+              f"{DISTILL_DEFAULTS['distill_alpha']:g})")
+    distill_temperature: float | None = option(
+        None, "with --distill: softmax temperature of the KL term (default "
+              f"{DISTILL_DEFAULTS['distill_temperature']:g})")
     save_steps: int | None = option(None, "checkpoint every N steps (default: every epoch)")
     logging_steps: int = option(10, "log the loss every N steps")
     report_to: list[str] = option(help="Trainer loggers (tensorboard, wandb; default none)", default_factory=list)
@@ -200,11 +212,25 @@ class FinetuneConfig(TrainingOptions):
             raise FinetuneConfigError(f"LoRA options {given_lora} were given with method {self.method!r}; "
                                       f"they apply to {' and '.join(LORA_METHODS)}")
         self._validate_sparsity_options()
+        self._validate_distill_options()
         if self.prune and self.method not in REMOVAL_METHODS:
             raise FinetuneConfigError(f"prune needs sparse gates or magnitude pruning; method {self.method!r} has none")
         if self.base_model and self.base_model.startswith((".", "/", "~")) and not Path(
                 self.base_model).expanduser().exists():
             raise FinetuneConfigError(f"base model path {self.base_model!r} does not exist")
+
+    def _validate_distill_options(self) -> None:
+        given = [k for k in ("teacher", *DISTILL_DEFAULTS) if getattr(self, k) is not None]
+        if given and not self.distill:
+            raise FinetuneConfigError(f"{', '.join('--' + k for k in given)} apply with --distill")
+        if self.distill and not self.teacher:
+            raise FinetuneConfigError("--distill needs --teacher PATH: a fine-tuned checkpoint of the same task")
+        if self.teacher and not Path(self.teacher).expanduser().exists():
+            raise FinetuneConfigError(f"--teacher {self.teacher}: no such checkpoint folder")
+        if self.distill_alpha is not None and not 0.0 < self.distill_alpha <= 1.0:
+            raise FinetuneConfigError(f"--distill-alpha must be in (0, 1], got {self.distill_alpha}")
+        if self.distill_temperature is not None and self.distill_temperature <= 0:
+            raise FinetuneConfigError(f"--distill-temperature must be positive, got {self.distill_temperature}")
 
     def _validate_sparsity_options(self) -> None:
         if self.target_removal is not None and not 0.0 < self.target_removal < 1.0:
@@ -268,6 +294,11 @@ class FinetuneConfig(TrainingOptions):
             del out["train_pooler"]  # every weight trains anyway; their identity (and finished runs) stay as before
         if self.method == "magnitude":
             out["target_removal"] = self.target_removal if self.target_removal is not None else DEFAULT_TARGET_REMOVAL
+        for key, value in DISTILL_DEFAULTS.items():
+            out[key] = getattr(self, key) if getattr(self, key) is not None else value
+        if not self.distill:  # runs without distillation keep the identity (and finished runs) they had
+            for key in ("distill", "teacher", *DISTILL_DEFAULTS):
+                del out[key]
         return out
 
     @classmethod
@@ -315,5 +346,6 @@ def defaults_markdown() -> str:
 def magnitude_source_config(config: FinetuneConfig) -> FinetuneConfig:
     """The full fine-tune a magnitude run prunes when it is not given one (``from_run``): the same training
     options (a bench's full arm, given the bench's shared options, is then that very run), method full,
-    nothing removed."""
-    return replace(config, method="full", target_removal=None, prune=False, from_run=None)
+    nothing removed, no distillation (the teacher, if any, teaches the re-fine-tuning)."""
+    return replace(config, method="full", target_removal=None, prune=False, from_run=None, distill=False,
+                   teacher=None, distill_alpha=None, distill_temperature=None)

@@ -26,9 +26,10 @@ from glue_sparse.common.run_environment import (
     peak_rss_bytes,
     reset_peak_rss,
 )
-from glue_sparse.finetune.models import build_trainer
+from glue_sparse.finetune.models import build_trainer, resolve_base_model
 from glue_sparse.finetune.options import BACKBONE_METHODS, FinetuneConfig, FinetuneConfigError, magnitude_source_config
 from glue_sparse.finetune.run_dir import CHECKPOINTS, identity, output_dir_state, prepare_output_dir
+from glue_sparse.finetune.teacher import check_teacher
 from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.data import load_glue_split, provenance
@@ -241,6 +242,8 @@ def run_finetune(
     # data first: a missing or malformed split fails here, before any folder is made
     train = load_glue_split(config.task, "train", data_dir, limit=hp["train_limit"], use_hub=use_hub)
     validation = load_glue_split(config.task, evaluation_split(config.task), data_dir, use_hub=use_hub)
+    if config.distill:
+        check_teacher(config, resolve_base_model(config.base_model))  # before any folder or model
     source = magnitude_source(config, Path(output_dir), data_dir, use_hub) if config.method == "magnitude" else None
     metric = primary_metric(config.task)
     args = _training_arguments(config, hp, task_dir, metric)  # first: it says which process this is

@@ -29,6 +29,8 @@ def identity(config: FinetuneConfig) -> dict[str, Any]:
 
     out = config.resolved()
     out["base_model"] = model_identity(resolve_base_model(config.base_model))
+    if out.get("teacher"):
+        out["teacher"] = model_identity(out["teacher"])
     out.pop("report_to", None)  # where logs go does not change the run
     out.pop("device", None)  # nor where it runs: a run started on one device may resume on another
     out["precision"] = resolve_precision(config.precision, resolve_device(config.device))  # 'auto': what it is here

@@ -1,0 +1,86 @@
+"""The distillation teacher of a fine-tune (``--distill --teacher PATH``): its logits on every training
+example, computed once and cached by content (the teacher's weights and the exact token ids) in
+``$GLUE_SPARSE_CACHE/teacher_logits/``, and the checks that refuse a teacher that cannot teach this student
+(another label count, another vocabulary), in one line, before training starts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from glue_sparse.common.packaged import cache_root, model_identity
+from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError
+from glue_sparse_tasks.atomic import write_text_atomic
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from sparse_models.checkpoints import describe_checkpoint, load_classifier
+
+#: what a teacher sees of a training example (the student's own token ids)
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _refuse_labels(config: FinetuneConfig, num_labels: int | None) -> None:
+    expected = GLUE_TASKS[config.task].num_labels
+    if num_labels is not None and num_labels != expected:
+        raise FinetuneConfigError(f"--teacher {config.teacher}: {num_labels} label(s), but {config.task} needs "
+                                  f"{expected}; give a checkpoint fine-tuned on {config.task}")
+
+
+def _refuse_vocabulary(config: FinetuneConfig, teacher: Any, student: Any) -> None:
+    if teacher.get_vocab() != student.get_vocab():
+        raise FinetuneConfigError(f"--teacher {config.teacher}: its tokenizer's vocabulary differs from the "
+                                  f"student's ({config.base_model or 'the packaged MiniLM'}); the teacher reads the "
+                                  "student's token ids, so both must share one tokenizer")
+
+
+def check_teacher(config: FinetuneConfig, student_base: str) -> None:
+    """Refuse a teacher of another label count or another vocabulary than ``student_base``'s (it would
+    teach noise), reading only configs and tokenizers: before the run folder is made or any model loads."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    ckpt = describe_checkpoint(config.teacher)
+    _refuse_labels(config, ckpt.num_labels or AutoConfig.from_pretrained(ckpt.path).num_labels)
+    source = ckpt.path if ckpt.kind != "adapter" or _has_tokenizer(ckpt.path) else None
+    if source is not None:  # an adapter without its own tokenizer reads its base's: the student's, in a bench
+        _refuse_vocabulary(config, AutoTokenizer.from_pretrained(source),
+                           AutoTokenizer.from_pretrained(student_base))
+
+
+def _has_tokenizer(folder: str) -> bool:
+    return any((Path(folder) / name).exists() for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json"))
+
+
+def _cache_key(config: FinetuneConfig, dataset: Any) -> str:
+    digest = hashlib.sha256(model_identity(config.teacher).encode())
+    for name in MODEL_INPUTS:
+        if name in dataset.column_names:
+            for row in dataset[name]:
+                digest.update(np.asarray(row, dtype=np.int32).tobytes() + b"|")
+    return digest.hexdigest()
+
+
+def teacher_logits(config: FinetuneConfig, dataset: Any, tokenizer: Any, device: str,
+                   batch_size: int = 64) -> list[list[float]]:
+    """The teacher's logits per row of the tokenised training set, from the cache when it holds them."""
+    ckpt = describe_checkpoint(config.teacher)
+    path = cache_root() / "teacher_logits" / f"{_cache_key(config, dataset)}.json"
+    if path.is_file():  # the same teacher weights on the same token ids: checked when it was written
+        return json.loads(path.read_text())
+    import torch
+    from transformers import DataCollatorWithPadding
+
+    model, _ = load_classifier(ckpt, torch.float32, device)
+    collate = DataCollatorWithPadding(tokenizer)
+    columns = [c for c in MODEL_INPUTS if c in dataset.column_names]
+    out: list[list[float]] = []
+    with torch.inference_mode():
+        for start in range(0, len(dataset), batch_size):
+            rows = dataset.select(range(start, min(start + batch_size, len(dataset))))
+            batch = collate([{c: row[c] for c in columns} for row in rows])
+            logits = model(**{k: v.to(device) for k, v in batch.items()}).logits
+            out += logits.float().cpu().tolist()
+    write_text_atomic(path, json.dumps(out))
+    return out
