@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from glue_sparse.cli.main import main
-from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError, magnitude_source_config
+from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError, full_source_config
 from glue_sparse.finetune.run import run_finetune
-from glue_sparse.finetune.run_dir import identity
+from glue_sparse.finetune.run_dir import FULL_SOURCE_TEACHER, identity
 from sparse_models.trainer import distillation_loss
 from tests.tiny_models import save_tiny_classifier
 
@@ -68,18 +68,43 @@ def test_a_distilled_run_trains_caches_the_teacher_and_records_it(models, glue_f
     assert _same(_weights(tmp_path / "a" / "rte"), _weights(tmp_path / "c" / "rte"))
 
 
+def test_without_a_teacher_the_full_fine_tune_is_trained_first_and_teaches(models, glue_fixture_dir, tmp_path,
+                                                                          monkeypatch):
+    """`--distill` alone: the teacher is the full fine-tune with the run's data, budget and seed (the run a
+    magnitude run would prune), trained first under <output>/magnitude-source/ and reused after."""
+    monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
+    config = _config(models, distill=True, learning_rate=0.01, gate_learning_rate=0.5)
+    record = run_finetune(config, tmp_path / "out", data_dir=str(glue_fixture_dir), use_hub=False)
+    teacher = json.loads((tmp_path / "out" / "magnitude-source" / "rte" / "run.json").read_text())
+    assert record["status"] == teacher["status"] == "complete" and teacher["method"] == "full"
+    assert teacher["hyperparameters"]["learning_rate"] == full_source_config(config).resolved()["learning_rate"]
+    assert teacher["hyperparameters"]["learning_rate"] != 0.01  # the student's own lr is not the teacher's
+    assert identity(config)["teacher"] == FULL_SOURCE_TEACHER
+    assert len(list((tmp_path / "cache" / "teacher_logits").glob("*.json"))) == 1
+
+
+def test_a_bench_arm_with_distill_learns_from_the_full_arm_of_its_cell(models, tmp_path):
+    from glue_sparse.bench.options import BenchConfig
+
+    bench = BenchConfig.from_dict({"tasks": ["rte"], "seeds": [1], "regimes": ["limited"], "base_model": models["base"],
+                                   "finetune": {"train_limit": 16, "epochs": 1},
+                                   "methods": ["full", {"method": "gates", "label": "gates-kd", "distill": True,
+                                                        "target_removal": 0.3}]}, "test")
+    cells = list(bench.runs())
+    assert [c["label"] for c in cells] == ["full", "gates-kd"]  # the student after its teacher
+    assert cells[1]["full_label"] == "full" and cells[0]["full_label"] is None
+
+
 def test_runs_without_distillation_keep_their_identity(models):
     """Finished runs (and bench rows) made before --distill existed stay the same runs."""
     ident = identity(_config(models))
     assert not {"distill", "teacher", "distill_alpha", "distill_temperature"} & set(ident)
-    source = magnitude_source_config(_config(models, method="magnitude", distill=True, teacher=models["teacher"]))
+    source = full_source_config(_config(models, method="magnitude", distill=True, teacher=models["teacher"]))
     assert not source.distill and source.teacher is None  # the teacher teaches the re-fine-tuning only
 
 
 def test_bad_teachers_are_refused_in_one_line(models, glue_fixture_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
-    with pytest.raises(FinetuneConfigError, match="--distill needs --teacher"):
-        _config(models, distill=True)
     with pytest.raises(FinetuneConfigError, match="no such checkpoint folder"):
         _config(models, distill=True, teacher=str(tmp_path / "missing"))
     with pytest.raises(FinetuneConfigError, match="--teacher apply with --distill"):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from glue_sparse.common.targets import BenchTargets
-from glue_sparse.finetune.options import REMOVAL_METHODS, FinetuneConfig, magnitude_source_config
+from glue_sparse.finetune.options import REMOVAL_METHODS, FinetuneConfig, full_source_config
 from glue_sparse_tasks.errors import UserInputError
 
 #: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
@@ -155,17 +155,17 @@ class BenchConfig:
 
     def full_label(self, config: FinetuneConfig) -> str | None:
         """The full arm whose cell (same task, regime and seed) trains the very run the magnitude cell
-        ``config`` prunes, or None (the magnitude cell then trains its own)."""
+        ``config`` prunes, or the distilled cell learns from, or None (the cell then trains its own)."""
         if config.from_run:
             return None
-        source, where = magnitude_source_config(config), (config.task, config.regime, config.seed)
+        source, where = full_source_config(config), (config.task, config.regime, config.seed)
         return next((m.label for m in self.methods if m.method == "full" and self.covers(m, *where)
                      and self.cell_config(m, *where) == source), None)
 
     def runs(self, whole: bool = False) -> Iterator[dict[str, Any]]:
-        """The cells of the part to run (``whole``: of the whole grid); magnitude cells come after all
-        others, since they prune the full arm's run of their task and seed (a part without that arm
-        trains it where the full arm's cell will find it finished)."""
+        """The cells of the part to run (``whole``: of the whole grid); magnitude and distilled cells come
+        after all others, since they prune or learn from the full arm's run of their task and seed (a part
+        without that arm trains it where the full arm's cell will find it finished)."""
         cells = []
         for seed in sorted({s for m in self.methods for s in (m.seeds or self.seeds)}):
             for regime in self.regimes + sorted({r for m in self.methods for r in m.regimes or ()} - set(self.regimes)):
@@ -176,9 +176,10 @@ class BenchConfig:
                         if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(cell)):
                             continue
                         config = cell["config"] = self.cell_config(spec, task, regime, seed)
-                        cell["full_label"] = self.full_label(config) if spec.method == "magnitude" else None
+                        builds_on_full = spec.method == "magnitude" or (config.distill and not config.teacher)
+                        cell["full_label"] = self.full_label(config) if builds_on_full else None
                         cells.append(cell)
-        yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude")
+        yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude" or bool(cell["full_label"]))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -159,9 +159,12 @@ class TrainingOptions(DeviceOptions):
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
                                    aliases=("--select",))
     prune: bool = option(False, "also save the physically pruned model (gates, magnitude)")
-    distill: bool = option(False, "add knowledge distillation from --teacher to the task loss (any method)")
+    distill: bool = option(False, "add knowledge distillation from a fine-tuned teacher to the task loss (any "
+                                  "method)")
     teacher: str | None = option(None, "with --distill: a fine-tuned checkpoint of the same task and tokenizer (a "
-                                       "run's task folder or a classifier folder); its logits are cached")
+                                       "run's task folder or a classifier folder; default: a full fine-tune with "
+                                       "this run's data, budget and seed, trained first under "
+                                       "<output>/magnitude-source/); its logits are cached")
     distill_alpha: float | None = option(
         None, "with --distill: weight of the distillation loss, in (0, 1] (default "
               f"{DISTILL_DEFAULTS['distill_alpha']:g})")
@@ -223,8 +226,6 @@ class FinetuneConfig(TrainingOptions):
         given = [k for k in ("teacher", *DISTILL_DEFAULTS) if getattr(self, k) is not None]
         if given and not self.distill:
             raise FinetuneConfigError(f"{', '.join('--' + k for k in given)} apply with --distill")
-        if self.distill and not self.teacher:
-            raise FinetuneConfigError("--distill needs --teacher PATH: a fine-tuned checkpoint of the same task")
         if self.teacher and not Path(self.teacher).expanduser().exists():
             raise FinetuneConfigError(f"--teacher {self.teacher}: no such checkpoint folder")
         if self.distill_alpha is not None and not 0.0 < self.distill_alpha <= 1.0:
@@ -343,9 +344,13 @@ def defaults_markdown() -> str:
     return "\n".join(lines)
 
 
-def magnitude_source_config(config: FinetuneConfig) -> FinetuneConfig:
-    """The full fine-tune a magnitude run prunes when it is not given one (``from_run``): the same training
-    options (a bench's full arm, given the bench's shared options, is then that very run), method full,
-    nothing removed, no distillation (the teacher, if any, teaches the re-fine-tuning)."""
-    return replace(config, method="full", target_removal=None, prune=False, from_run=None, distill=False,
-                   teacher=None, distill_alpha=None, distill_temperature=None)
+def full_source_config(config: FinetuneConfig) -> FinetuneConfig:
+    """The full fine-tune a run is built on when it names none: the run a magnitude run prunes (no
+    ``from_run``) and the teacher of a distilled run (no ``teacher``). The same data, budget, seed and
+    training options (a bench's full arm, given the bench's shared options, is then that very run), method
+    full: no gate, LoRA or distillation option, and a method's own learning rate and weight decay are
+    full's defaults again (magnitude's are the full run's own: it re-fine-tunes that run)."""
+    own = {key: None for key in (*GATE_OPTIONS, "recipe", *LORA_DEFAULTS, *DISTILL_DEFAULTS)}
+    if config.method not in ("full", "magnitude"):
+        own.update(learning_rate=None, weight_decay=None)
+    return replace(config, method="full", prune=False, from_run=None, distill=False, teacher=None, **own)

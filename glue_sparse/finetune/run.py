@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 import logging
 import os
 import shutil
@@ -27,7 +28,7 @@ from glue_sparse.common.run_environment import (
     reset_peak_rss,
 )
 from glue_sparse.finetune.models import build_trainer, resolve_base_model
-from glue_sparse.finetune.options import BACKBONE_METHODS, FinetuneConfig, FinetuneConfigError, magnitude_source_config
+from glue_sparse.finetune.options import BACKBONE_METHODS, FinetuneConfig, FinetuneConfigError, full_source_config
 from glue_sparse.finetune.run_dir import CHECKPOINTS, identity, output_dir_state, prepare_output_dir
 from glue_sparse.finetune.teacher import check_teacher
 from glue_sparse_tasks.atomic import write_json_atomic
@@ -40,7 +41,8 @@ from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
 from sparse_models.devices import trainer_arguments
 from sparse_models.removal import gate_fingerprint
 
-MAGNITUDE_SOURCE = "magnitude-source"  # where a magnitude run without --from trains its full fine-tune
+#: where a magnitude run without --from, or a distilled one without --teacher, trains its full fine-tune
+MAGNITUDE_SOURCE = "magnitude-source"
 
 
 def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:
@@ -57,9 +59,25 @@ def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | N
                                       f"{config.task!r}, but that folder holds a {record.get('method')!r} run "
                                       f"for {record.get('task')!r}")
         return source
-    run_finetune(magnitude_source_config(config), output_dir / MAGNITUDE_SOURCE, data_dir=data_dir, resume=True,
+    return full_source(config, output_dir, data_dir, use_hub)
+
+
+def full_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:
+    """``full_source_config(config)`` trained (or found finished) under ``<output_dir>/magnitude-source/``."""
+    run_finetune(full_source_config(config), output_dir / MAGNITUDE_SOURCE, data_dir=data_dir, resume=True,
                  use_hub=use_hub)
     return output_dir / MAGNITUDE_SOURCE / config.task
+
+
+def _with_teacher(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> FinetuneConfig:
+    """A distilled run's config with its teacher: given, or the full fine-tune trained (or found) first;
+    checked before this run's folder or model exists."""
+    if not config.distill:
+        return config
+    if not config.teacher:
+        config = replace(config, teacher=str(full_source(config, output_dir, data_dir, use_hub)))
+    check_teacher(config, resolve_base_model(config.base_model))
+    return config
 
 
 def _epoch_metrics(log_history: list[dict]) -> list[dict[str, Any]]:
@@ -242,8 +260,7 @@ def run_finetune(
     # data first: a missing or malformed split fails here, before any folder is made
     train = load_glue_split(config.task, "train", data_dir, limit=hp["train_limit"], use_hub=use_hub)
     validation = load_glue_split(config.task, evaluation_split(config.task), data_dir, use_hub=use_hub)
-    if config.distill:
-        check_teacher(config, resolve_base_model(config.base_model))  # before any folder or model
+    config = _with_teacher(config, Path(output_dir), data_dir, use_hub)
     source = magnitude_source(config, Path(output_dir), data_dir, use_hub) if config.method == "magnitude" else None
     metric = primary_metric(config.task)
     args = _training_arguments(config, hp, task_dir, metric)  # first: it says which process this is

@@ -23,14 +23,18 @@ class OutputDirError(FinetuneConfigError):
     """The output folder holds another run (or something else) and ``overwrite`` was not given."""
 
 
+#: how a run names the teacher it trains itself (``full_source_config``): its identity follows from the rest
+FULL_SOURCE_TEACHER = "the full fine-tune of this task with this run's data, budget and seed"
+
+
 def identity(config: FinetuneConfig) -> dict[str, Any]:
     """What makes two runs the same run: every resolved hyperparameter and the actual base model, named
     by name and weights sha256 (``model_identity``), never by the path it was loaded from."""
 
     out = config.resolved()
     out["base_model"] = model_identity(resolve_base_model(config.base_model))
-    if out.get("teacher"):
-        out["teacher"] = model_identity(out["teacher"])
+    if out.get("distill"):  # a teacher by its weights, or the full fine-tune this run trains first
+        out["teacher"] = model_identity(out["teacher"]) if out["teacher"] else FULL_SOURCE_TEACHER
     out.pop("report_to", None)  # where logs go does not change the run
     out.pop("device", None)  # nor where it runs: a run started on one device may resume on another
     out["precision"] = resolve_precision(config.precision, resolve_device(config.device))  # 'auto': what it is here
