@@ -239,7 +239,8 @@ def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflo
     from transformers import TrainerCallback
 
     from glue_sparse.pretrain.data import PackedBlocks, lane_sources, load_tokenizer, train_source
-    from glue_sparse.pretrain.run import PretrainOptions, run_pretrain
+    from glue_sparse.pretrain.options import PretrainOptions
+    from glue_sparse.pretrain.run import run_pretrain
     from sparse_models.devices import resolve_device, resolve_precision
 
     config = size.pretrain_config

@@ -9,9 +9,11 @@ import statistics
 import pytest
 from transformers import TrainerCallback
 
+from glue_sparse.bench.options import BenchConfig, BenchConfigError
 from glue_sparse.bench.report import _score_axis_label, summarise, write_report
 from glue_sparse.bench.report_targets import paired, targets
-from glue_sparse.bench.run import BenchConfig, BenchConfigError, read_store, run_bench, write_store
+from glue_sparse.bench.run import run_bench
+from glue_sparse.bench.store import read_store, write_store
 from glue_sparse.common.run_environment import git_state
 from glue_sparse.finetune.run import run_finetune
 from glue_sparse_tasks import scoring

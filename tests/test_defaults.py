@@ -11,9 +11,10 @@ import pytest
 
 from glue_sparse.cli.main import build_parser
 from glue_sparse.finetune.options import FinetuneConfig, TrainingOptions, defaults_markdown
-from glue_sparse.perplexity.run import PerplexityOptions, ProtocolOptions, galore_perplexity, sparsegpt_perplexity
-from glue_sparse.posttrain.run import PosttrainOptions
-from glue_sparse.speed.run import SpeedOptions
+from glue_sparse.perplexity.options import PerplexityOptions, ProtocolOptions
+from glue_sparse.perplexity.run import galore_perplexity, sparsegpt_perplexity
+from glue_sparse.posttrain.options import PosttrainOptions
+from glue_sparse.speed.options import SpeedOptions
 
 DEFAULTS_DOC = Path(__file__).resolve().parent.parent / "docs" / "fine-tuning.md"
 

@@ -296,3 +296,36 @@ def test_no_folder_over_15_modules_and_no_module_over_400_lines():
                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         length = node.end_lineno - node.lineno + 1
                         assert length <= 80, f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines"
+
+
+def _defined_names(path: Path) -> set[str]:
+    """What a module itself defines at top level (functions, classes, assigned names, also under if/try)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        scope = ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]
+        for item in scope:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(item.name)
+            elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                names |= {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+    return names
+
+
+def test_every_import_names_the_module_that_defines_it():
+    """Issue #52: no internal 'old home' re-exports. ``from a.b import name`` must name the module that
+    defines ``name`` (a package's ``__init__`` may re-export: that is its job), in the package, the tests
+    and the benchmarks alike."""
+    modules = {m: p for m, p in module_files().items() if p.name != "__init__.py"}
+    problems = []
+    sources = [*modules.values(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    defined: dict[str, set[str]] = {}
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in modules:
+                names = defined.setdefault(node.module, _defined_names(modules[node.module]))
+                missing = [a.name for a in node.names if a.name not in names
+                           and f"{node.module}.{a.name}" not in module_files()]
+                if missing:
+                    problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.module} does not define {missing}")
+    assert not problems, "\n".join(problems)

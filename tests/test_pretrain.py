@@ -22,8 +22,9 @@ from transformers import TrainerCallback
 
 from glue_sparse.cli.main import main
 from glue_sparse.pretrain.data import PretrainDataError
-from glue_sparse.pretrain.report import PretrainReportOptions, write_pretrain_report
-from glue_sparse.pretrain.run import PretrainError, PretrainOptions, run_pretrain
+from glue_sparse.pretrain.options import PretrainOptions, PretrainReportOptions
+from glue_sparse.pretrain.report import write_pretrain_report
+from glue_sparse.pretrain.run import PretrainError, run_pretrain
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ("the a cat dog sat ran on under mat tree quickly slowly big small red green house river and then it "

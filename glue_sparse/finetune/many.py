@@ -11,7 +11,8 @@ import torch
 from accelerate import PartialState
 
 from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError, TrainingOptions
-from glue_sparse.finetune.run import identity, output_dir_state, run_finetune
+from glue_sparse.finetune.run import run_finetune
+from glue_sparse.finetune.run_dir import identity, output_dir_state
 from glue_sparse_tasks.atomic import check_writable
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
 import logging
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import torch
 
 from glue_sparse.finetune.options import REMOVAL_GATE_TRAVEL
+from glue_sparse.perplexity.options import PerplexityError
 from glue_sparse.perplexity.run import (
-    PerplexityError,
     corpus_texts,
     doc_range,
     load_causal_lm,

@@ -30,14 +30,8 @@ from transformers import (
 
 from glue_sparse.common.packaged import smollm2_path
 from glue_sparse.finetune.options import REMOVAL_GATE_TRAVEL
-from glue_sparse.perplexity.run import (
-    PerplexityError,
-    corpus_texts,
-    doc_range,
-    load_causal_lm,
-    model_device,
-    perplexity,
-)
+from glue_sparse.perplexity.options import PerplexityError
+from glue_sparse.perplexity.run import corpus_texts, doc_range, load_causal_lm, model_device, perplexity
 from glue_sparse.posttrain.options import PosttrainOptions
 from glue_sparse.posttrain.run import pack_blocks, tokens_per_second
 from glue_sparse_tasks.atomic import check_writable, write_text_atomic

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 import sparse_models  # noqa: F401  (registers SparsePrunedForCausalLM with the Auto classes)
-from glue_sparse.perplexity.run import PerplexityError, packed_token_stream
+from glue_sparse.perplexity.options import PerplexityError
+from glue_sparse.perplexity.run import packed_token_stream
 from glue_sparse.pretrain.data import train_source, validation_texts
 from glue_sparse.pretrain.options import PretrainReportOptions
 from glue_sparse.pretrain.run import DENSE_FLOOR

@@ -19,13 +19,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from glue_sparse.common.packaged import model_identity, smollm2_path
 from glue_sparse.posttrain.run import pack_blocks
 from glue_sparse.posttrain.structured import check_llama_heads
-from glue_sparse.speed.run import (
-    SpeedOptions,
-    compare_layouts,
-    device_and_dtype,
-    levels_and_batch_sizes,
-    speed_markdown,
-)
+from glue_sparse.speed.options import SpeedOptions
+from glue_sparse.speed.report import speed_markdown
+from glue_sparse.speed.run import device_and_dtype, levels_and_batch_sizes
+from glue_sparse.speed.timing import compare_layouts
 from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
