@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from glue_sparse_tasks.glue_tasks import get_task
+from glue_sparse_tasks.tasks.utils import TEST_SOURCES
 
 HEADER = ("index", "prediction")
 ZIP_NAME = "submission.zip"
@@ -27,10 +28,13 @@ class SubmissionFile:
     """The file name the server expects."""
     glue_task: str
     """The ``glue_task`` whose docs it answers (``glue_sparse_<glue_task>`` / ``glue_sparse_<glue_task>_test``)."""
-    data_task: str
-    """The data-layer task of its rows (``ax`` for the diagnostic set)."""
     written_as: str
     """``names``: the label's name; ``ids``: the label id (0/1); ``score``: a number."""
+
+    @property
+    def data_task(self) -> str:
+        """The data-layer task of its rows (``ax`` for the diagnostic set), as its test split names it."""
+        return TEST_SOURCES[self.glue_task][0]
 
     def text(self, prediction: int | float) -> str:
         """The prediction as the server reads it."""
@@ -41,16 +45,16 @@ class SubmissionFile:
 
 
 SUBMISSION_FILES: tuple[SubmissionFile, ...] = (
-    SubmissionFile("CoLA.tsv", "cola", "cola", "ids"),
-    SubmissionFile("SST-2.tsv", "sst2", "sst2", "ids"),
-    SubmissionFile("MRPC.tsv", "mrpc", "mrpc", "ids"),
-    SubmissionFile("STS-B.tsv", "stsb", "stsb", "score"),
-    SubmissionFile("QQP.tsv", "qqp", "qqp", "ids"),
-    SubmissionFile("MNLI-m.tsv", "mnli_matched", "mnli", "names"),
-    SubmissionFile("MNLI-mm.tsv", "mnli_mismatched", "mnli", "names"),
-    SubmissionFile("QNLI.tsv", "qnli", "qnli", "names"),
-    SubmissionFile("RTE.tsv", "rte", "rte", "names"),
-    SubmissionFile("WNLI.tsv", "wnli", "wnli", "ids"),
-    SubmissionFile("AX.tsv", "ax", "ax", "names"),
+    SubmissionFile("CoLA.tsv", "cola", "ids"),
+    SubmissionFile("SST-2.tsv", "sst2", "ids"),
+    SubmissionFile("MRPC.tsv", "mrpc", "ids"),
+    SubmissionFile("STS-B.tsv", "stsb", "score"),
+    SubmissionFile("QQP.tsv", "qqp", "ids"),
+    SubmissionFile("MNLI-m.tsv", "mnli_matched", "names"),
+    SubmissionFile("MNLI-mm.tsv", "mnli_mismatched", "names"),
+    SubmissionFile("QNLI.tsv", "qnli", "names"),
+    SubmissionFile("RTE.tsv", "rte", "names"),
+    SubmissionFile("WNLI.tsv", "wnli", "ids"),
+    SubmissionFile("AX.tsv", "ax", "names"),
 )
 BY_GLUE_TASK = {f.glue_task: f for f in SUBMISSION_FILES}

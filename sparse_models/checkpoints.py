@@ -152,8 +152,18 @@ def recorded_trainable_parameters(ckpt: Checkpoint) -> int | None:
     return None
 
 
-def _has_tokenizer(path: Path) -> bool:
-    return any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"))
+def has_tokenizer(path: str | os.PathLike) -> bool:
+    """Whether a checkpoint folder carries its own tokenizer (an adapter without one reads its base's)."""
+    return any((Path(path) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"))
+
+
+def label_count(ckpt: Checkpoint) -> int:
+    """The outputs of a checkpoint's classification head: as recorded, else from its config."""
+    if ckpt.num_labels is not None:
+        return ckpt.num_labels
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(ckpt.path).num_labels
 
 
 def load_classifier(ckpt: Checkpoint, dtype: Any, device: str, base: str | None = None,
@@ -180,7 +190,7 @@ def load_classifier(ckpt: Checkpoint, dtype: Any, device: str, base: str | None 
         model = PeftModel.from_pretrained(model, ckpt.path).eval()
         if prune:
             model = model.merge_and_unload()
-        tokenizer_source = tokenizer_source or (ckpt.path if _has_tokenizer(path) else base_path)
+        tokenizer_source = tokenizer_source or (ckpt.path if has_tokenizer(path) else base_path)
     else:
         model = AutoModelForSequenceClassification.from_pretrained(ckpt.path, dtype=dtype)
         tokenizer_source = tokenizer_source or ckpt.path

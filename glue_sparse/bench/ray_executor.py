@@ -5,7 +5,8 @@ Ray is an optional extra (``pip install glue-sparse[ray]``); this module is impo
 after it; with one, the cells go to that cluster. A cell asks for ``bench.cpus_per_cell`` CPUs and,
 where ``bench.gpus_per_cell`` is set, that many GPUs. A task that raises or whose worker dies is
 retried ``retries`` times; a cell that still fails is yielded with its error, and the others go on.
-A magnitude cell is submitted only once the full cell whose run it prunes has ended: on a cluster
+A magnitude (or distilled) cell is submitted only once the full cell whose run it prunes (or learns from)
+has ended: on a cluster
 with a free CPU for every cell the two would otherwise train that run at once, in one folder.
 """
 
@@ -19,8 +20,8 @@ from glue_sparse_tasks.errors import UserInputError
 
 
 def prerequisites(runs: list[dict[str, Any]]) -> dict[int, int]:
-    """{index of a cell: index of the cell it waits for} among ``runs``: a magnitude cell (``full_label``
-    set) waits for the full arm's cell of its task, regime and seed when that cell runs too."""
+    """{index of a cell: index of the cell it waits for} among ``runs``: a magnitude or distilled cell
+    (``full_label`` set) waits for the full arm's cell of its task, regime and seed when that cell runs too."""
     position = {(r["label"], r["task"], r["regime"], r["seed"]): i for i, r in enumerate(runs)}
     return {i: position[source] for i, r in enumerate(runs) if r.get("full_label")
             and (source := (r["full_label"], r["task"], r["regime"], r["seed"])) in position}

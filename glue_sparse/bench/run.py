@@ -144,8 +144,8 @@ def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, 
 
 
 def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
-    """Point ``<run_root>/magnitude-source`` at the full arm's seed folder: the magnitude fine-tune then
-    finds its identical full run finished there (identities are compared, so a different one is an
+    """Point ``<run_root>/magnitude-source`` at the full arm's seed folder: a magnitude or distilled
+    fine-tune then finds its identical full run finished there (identities are compared, so a different one is an
     error, not a silent reuse)."""
 
     run_root.mkdir(parents=True, exist_ok=True)
@@ -239,7 +239,7 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     config, task = run["config"], run["task"]
     ident = identity(config)
     run_root = arm_root(output, run["label"], run["regime"], run["seed"])
-    if run.get("full_label"):  # magnitude prunes the full arm's own run (same seed), never a second copy
+    if run.get("full_label"):  # magnitude prunes, or distillation learns from, the full arm's own run
         full_root = arm_root(output, run["full_label"], run["regime"], run["seed"])
         _link_magnitude_source(run_root, full_root)
     log(f"{title}: fine-tuning -> {run_root / task}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,15 +15,15 @@ from glue_sparse.common.packaged import cache_root, model_identity
 from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError
 from glue_sparse_tasks.atomic import write_text_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
-from sparse_models.checkpoints import describe_checkpoint, load_classifier
+from sparse_models.checkpoints import describe_checkpoint, has_tokenizer, label_count, load_classifier
 
 #: what a teacher sees of a training example (the student's own token ids)
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _refuse_labels(config: FinetuneConfig, num_labels: int | None) -> None:
+def _refuse_labels(config: FinetuneConfig, num_labels: int) -> None:
     expected = GLUE_TASKS[config.task].num_labels
-    if num_labels is not None and num_labels != expected:
+    if num_labels != expected:
         raise FinetuneConfigError(f"--teacher {config.teacher}: {num_labels} label(s), but {config.task} needs "
                                   f"{expected}; give a checkpoint fine-tuned on {config.task}")
 
@@ -39,18 +38,13 @@ def _refuse_vocabulary(config: FinetuneConfig, teacher: Any, student: Any) -> No
 def check_teacher(config: FinetuneConfig, student_base: str) -> None:
     """Refuse a teacher of another label count or another vocabulary than ``student_base``'s (it would
     teach noise), reading only configs and tokenizers: before the run folder is made or any model loads."""
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     ckpt = describe_checkpoint(config.teacher)
-    _refuse_labels(config, ckpt.num_labels or AutoConfig.from_pretrained(ckpt.path).num_labels)
-    source = ckpt.path if ckpt.kind != "adapter" or _has_tokenizer(ckpt.path) else None
-    if source is not None:  # an adapter without its own tokenizer reads its base's: the student's, in a bench
-        _refuse_vocabulary(config, AutoTokenizer.from_pretrained(source),
+    _refuse_labels(config, label_count(ckpt))
+    if ckpt.kind != "adapter" or has_tokenizer(ckpt.path):  # else it reads its base's: the student's, in a bench
+        _refuse_vocabulary(config, AutoTokenizer.from_pretrained(ckpt.path),
                            AutoTokenizer.from_pretrained(student_base))
-
-
-def _has_tokenizer(folder: str) -> bool:
-    return any((Path(folder) / name).exists() for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json"))
 
 
 def _cache_key(config: FinetuneConfig, dataset: Any) -> str:

@@ -37,6 +37,7 @@ from sparse_models.architectures import max_input_length
 from sparse_models.checkpoints import (
     Checkpoint,
     CheckpointError,
+    label_count,
     load_classifier,
     recorded_trainable_parameters,
     resolve_checkpoints,
@@ -159,11 +160,7 @@ class HFClassifierLM(LM):
     def check_labels(self, glue_task: str, ckpt: Checkpoint) -> None:
         data_task = answering_task(glue_task)
         expected = GLUE_TASKS[data_task].num_labels
-        num_labels = ckpt.num_labels
-        if num_labels is None:
-            from transformers import AutoConfig
-
-            num_labels = AutoConfig.from_pretrained(ckpt.path).num_labels
+        num_labels = label_count(ckpt)
         if num_labels != expected:
             raise CheckpointError(
                 f"{ckpt.describe()} has {num_labels} label(s) but glue_sparse_{glue_task} needs {expected}"

@@ -3,13 +3,12 @@ scored where the split is labelled, written as a submission with what made it (`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from glue_sparse.common.packaged import model_identity
+from glue_sparse.common.packaged import file_sha256, model_identity
 from glue_sparse.predict.options import PredictInputError, PredictOptions
 from glue_sparse.predict.samples import FilePredictions, predictions_from_samples, read_samples, sample_files
 from glue_sparse.predict.writer import check_output, write_submission
@@ -17,10 +16,6 @@ from glue_sparse_tasks import __version__, scoring
 from glue_sparse_tasks.submission import SUBMISSION_FILES, ZIP_NAME
 
 logger = logging.getLogger("glue_sparse")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _lm_eval_results(folder: Path) -> dict[str, Any]:
@@ -53,7 +48,7 @@ def predict_samples(options: PredictOptions) -> tuple[dict[str, FilePredictions]
             raise PredictInputError(f"{path}: {docs} of {task}'s {original} docs (an lm-eval --limit run?); the GLUE "
                                     "server scores every test row: run lm-eval again without --limit")
         files.update(predictions_from_samples(task, samples, str(path), options.split))
-        used[path.name] = {"task": task, "sha256": _sha256(path), "docs": docs, "of": original,
+        used[path.name] = {"task": task, "sha256": file_sha256(path), "docs": docs, "of": original,
                            **_lm_eval_model(results)}
     return files, {"samples": used}
 
