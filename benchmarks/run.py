@@ -36,6 +36,9 @@ SUITE: dict[str, Benchmark] = {
     "predict-round-trip": Benchmark(
         "predict_round_trip.py", "glue-sparse predict's files read back and scored vs lm-eval's own scores (validation)",
         ("--run", "{out}/tiny_run", "--tiny-run", "--data-dir", "{data}", "--out", "{out}/round_trip")),
+    "removal-drift": Benchmark("removal_drift.py", "removed share of gated weights vs the gate learning rate "
+                               "(tiny BERT, fixture RTE): the removal recipe against gates shut by training",
+                               ("--out", "{out}/drift", "--gate-lrs", "1", "--scores", "logit", "--epochs", "1")),
     "cli-startup": Benchmark("cli_startup.py", "glue-sparse --help and subcommand --help vs python -c pass",
                              ("--runs", "1")),
     "startup-hook": Benchmark("startup_hook.py", "python start-up with the lazy lm-eval hook on vs off", ("1",)),
