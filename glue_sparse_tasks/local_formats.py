@@ -175,6 +175,8 @@ def read_glue_tsv(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
     if header is None:
         return
     renames = _TSV_RENAMES.get(task.name, {"sentence": "sentence"})
+    numbered = path.name.startswith(("test", "diagnostic"))  # test files number their rows in a column
+    index_column = next((c for c in TSV_INDEX_COLUMNS if c in header), None) if numbered else None
     missing = [h for h, f in renames.items() if h not in header and f != "label"]
     if missing:
         raise GlueDataError(
@@ -191,8 +193,7 @@ def read_glue_tsv(path: Path, task: GlueTask) -> Iterator[LocatedRow]:
         row: Row = {f: record[h] for h, f in renames.items() if f != "label"}
         label_header = next((h for h, f in renames.items() if f == "label"), None)
         row["label"] = _tsv_label(task, record.get(label_header) if label_header else None, where)
-        numbered = path.name.startswith(("test", "diagnostic"))  # test files number their rows
-        index = next((record[c] for c in TSV_INDEX_COLUMNS if c in record and numbered), None)
+        index = record[index_column] if index_column else None
         try:
             row["idx"] = i if index is None else int(index)
         except ValueError:

@@ -11,15 +11,15 @@ from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.lm_eval_hook import activate
 from glue_sparse_tasks.local_formats import GlueDataError
-from glue_sparse_tasks.tasks.utils import TEST_SOURCES, data_source
+from glue_sparse_tasks.tasks.utils import data_source
 
 
 def precheck_data(argv: list[str]) -> None:
     """Raise ``GlueDataError`` naming the task and every place looked if any data is missing."""
     request = EvalRequest.from_argv(argv)
     for glue_task in request.glue_tasks:
-        test = glue_task.removesuffix("_test")
-        task, split = TEST_SOURCES[test] if test != glue_task else data_source(glue_task)
+        name = glue_task.removesuffix("_test")
+        task, split = data_source(name, "test" if name != glue_task else "validation")
         try:
             load_glue_rows(task, split, data_dir=request.data_dir)
         except GlueDataError as exc:

@@ -16,15 +16,11 @@ from glue_sparse.predict.samples import FilePredictions, predictions_from_sample
 from glue_sparse_tasks import TASKS_DIR
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.submission import SUBMISSION_FILES
-from glue_sparse_tasks.tasks.utils import TEST_SOURCES, answering_task, data_source
+from glue_sparse_tasks.tasks.utils import answering_task, data_source
 
 
 def _lm_eval_task(glue_task: str, split: str) -> str:
     return f"glue_sparse_{glue_task}_test" if split == "test" else f"glue_sparse_{glue_task}"
-
-
-def _data_source(glue_task: str, split: str) -> tuple[str, str]:
-    return TEST_SOURCES[glue_task] if split == "test" else data_source(glue_task)
 
 
 def planned_tasks(lm: HFClassifierLM, options: PredictOptions) -> list[str]:
@@ -52,7 +48,7 @@ def check_data(glue_tasks: list[str], options: PredictOptions) -> dict[str, str]
     """Each task's data is there and, on the test split, unlabelled; its source per glue_task."""
     sources = {}
     for glue_task in glue_tasks:
-        task, split = _data_source(glue_task, options.split)
+        task, split = data_source(glue_task, options.split)
         rows, prov = load_glue_rows(task, split, options.data_dir, use_hub=options.hub)
         labelled = next((r for r in rows if r["label"] != -1), None) if options.split == "test" else None
         if labelled is not None:

@@ -4,7 +4,6 @@ scored where the split is labelled, written as a submission with what made it (`
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,6 @@ from glue_sparse.predict.samples import FilePredictions, predictions_from_sample
 from glue_sparse.predict.writer import check_output, write_submission
 from glue_sparse_tasks import __version__, scoring
 from glue_sparse_tasks.submission import SUBMISSION_FILES, ZIP_NAME
-
-logger = logging.getLogger("glue_sparse")
 
 
 def _lm_eval_results(folder: Path) -> dict[str, Any]:

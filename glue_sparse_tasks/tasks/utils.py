@@ -38,9 +38,10 @@ TASK_METRICS: dict[str, tuple[str, ...]] = {
 
 
 
-def data_source(glue_task: str) -> tuple[str, str]:
-    """The data-layer (task, split) behind a task's ``glue_task`` name."""
-    return _SOURCES.get(glue_task, (glue_task, "validation"))
+def data_source(glue_task: str, split: str = "validation") -> tuple[str, str]:
+    """The data-layer (task, split) behind a task's ``glue_task`` name: the split it is scored on, or
+    (``split="test"``) the test split its ``glue_sparse_<glue_task>_test`` variant predicts."""
+    return TEST_SOURCES[glue_task] if split == "test" else _SOURCES.get(glue_task, (glue_task, "validation"))
 
 
 def answering_task(glue_task: str) -> str:
@@ -77,7 +78,7 @@ def load_docs(glue_task: str, data_dir: str | None = None, glue_split: str = "va
     """
     if glue_split != "test":
         return {"validation": _docs(glue_task, *data_source(glue_task), data_dir)}
-    test = _docs(glue_task, *TEST_SOURCES[glue_task], data_dir)
+    test = _docs(glue_task, *data_source(glue_task, "test"), data_dir)
     shots_of = FEWSHOT_OF.get(glue_task, glue_task)
     try:
         shots = _docs(glue_task, *data_source(shots_of), data_dir)
