@@ -42,24 +42,21 @@ def file_text(predictions: FilePredictions) -> str:
     return buffer.getvalue()
 
 
-def write_submission(output: Path, files: dict[str, FilePredictions], record: dict[str, Any]) -> list[str]:
-    """Write the files present, their zip and ``record`` as ``predict.json``; return the files' names."""
+def write_submission(output: Path, files: dict[str, FilePredictions], record: dict[str, Any]) -> None:
+    """Write the files present, their zip and ``record`` as ``predict.json``."""
     output = output.resolve()
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    names = []
     with zipfile.ZipFile(staging / ZIP_NAME, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for spec in SUBMISSION_FILES:
             if spec.glue_task in files:
                 text = file_text(files[spec.glue_task])
                 (staging / spec.name).write_text(text, encoding="utf-8")
                 archive.writestr(spec.name, text)
-                names.append(spec.name)
     write_json_atomic(staging / RECORD_FILE, record)
     old = output.parent / f".{output.name}.old-{os.getpid()}"
     if output.exists():
         output.rename(old)
     staging.rename(output)
     shutil.rmtree(old, ignore_errors=True)
-    return names
