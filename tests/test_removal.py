@@ -275,7 +275,7 @@ def test_gates_full_removes_the_share_while_every_weight_trains_and_saves_a_plai
     ({"recipe": "reference", "target_removal": 0.3}, "reference recipe cannot honour --target-removal"),
     ({"target_sparsity": 0.4, "target_removal": 0.3}, "removal recipe is steered by --target-removal alone"),
     ({"method": "lora", "target_removal": 0.3}, "applies to gates, gates\\+lora, gates\\+full, magnitude"),
-    ({"method": "full", "from_run": "x"}, "--from applies to method 'magnitude'"),
+    ({"method": "full", "from_run": "x"}, "--from applies to methods magnitude, mask-search"),
     ({"recipe": "fast"}, "unknown recipe 'fast'"),
     ({"removal_score": "gradient"}, "unknown removal score 'gradient'; valid scores are: taylor, logit, random"),
 ])

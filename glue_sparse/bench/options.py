@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from glue_sparse.common.targets import BenchTargets
-from glue_sparse.finetune.options import REMOVAL_METHODS, FinetuneConfig, full_source_config
+from glue_sparse.finetune.options import REMOVAL_METHODS, SOURCE_METHODS, FinetuneConfig, full_source_config
 from glue_sparse_tasks.errors import UserInputError
 
 #: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
@@ -154,7 +154,7 @@ class BenchConfig:
                               **options)
 
     def full_label(self, config: FinetuneConfig) -> str | None:
-        """The full arm whose cell (same task, regime and seed) trains the very run the magnitude cell
+        """The full arm whose cell (same task, regime and seed) trains the very run the magnitude (or mask-search) cell
         ``config`` prunes, or the distilled cell learns from, or None (the cell then trains its own)."""
         if config.from_run:
             return None
@@ -163,7 +163,7 @@ class BenchConfig:
                      and self.cell_config(m, *where) == source), None)
 
     def runs(self, whole: bool = False) -> Iterator[dict[str, Any]]:
-        """The cells of the part to run (``whole``: of the whole grid); magnitude and distilled cells come
+        """The cells of the part to run (``whole``: of the whole grid); magnitude, mask-search and distilled cells come
         after all others, since they prune or learn from the full arm's run of their task and seed (a part
         without that arm trains it where the full arm's cell will find it finished)."""
         cells = []
@@ -176,10 +176,10 @@ class BenchConfig:
                         if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(cell)):
                             continue
                         config = cell["config"] = self.cell_config(spec, task, regime, seed)
-                        builds_on_full = spec.method == "magnitude" or (config.distill and not config.teacher)
+                        builds_on_full = spec.method in SOURCE_METHODS or (config.distill and not config.teacher)
                         cell["full_label"] = self.full_label(config) if builds_on_full else None
                         cells.append(cell)
-        yield from sorted(cells, key=lambda cell: cell["method"] == "magnitude" or bool(cell["full_label"]))
+        yield from sorted(cells, key=lambda cell: cell["method"] in SOURCE_METHODS or bool(cell["full_label"]))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

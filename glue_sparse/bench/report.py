@@ -97,6 +97,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             "not_above_chance": sorted(t for t, c in chance.items() if c is not None and per_task[t].values
                                        and per_task[t].mean <= c),
             "target_removal": group[0]["hyperparameters"].get("target_removal"),
+            "distill": bool(group[0]["hyperparameters"].get("distill")),
             "removal_errors": [abs(r["accounting"]["removed_share_of_gated"] - r["hyperparameters"]["target_removal"])
                                for r in group if r["hyperparameters"].get("target_removal")],
             "devices": sorted({str(r.get("device") or "cpu") for r in group}),
@@ -115,6 +116,8 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
             "latency_ratio": Summary([l["latency_ratio"] for l in latencies if "latency_ratio" in l]),
             "peak_rss_mb": Summary([r["peak_rss_bytes"] / 2**20 for r in group]),
             "seconds_per_step": Summary([r["seconds_per_step"] for r in group if r["seconds_per_step"]]),
+            # a cell's own training (mask-search: its search); a distilled cell's teacher is the full arm's cell
+            "train_minutes": Summary([r["train_seconds"] / 60 for r in group if r.get("train_seconds") is not None]),
             "pruned_max_diff": max((abs(r["pruned_metrics"].get(k, v) - v) for r in group if r["pruned_metrics"]
                                     for k, v in r["metrics"].items()), default=None),
         })
@@ -159,7 +162,7 @@ def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[li
     tasks = sorted({t for s in summaries for t in s["tasks"]})
     header = ["method", "regime", "seeds", *tasks, "GLUE avg", "avg over", "trainable", "closed % gated",
               "closed % total", "physically removed % gated", "dense ms/batch", "pruned ms/batch", "latency ×",
-              "peak train MB", "s/step"]
+              "peak train MB", "s/step", "train min"]
     body = []
     for s in summaries:
         body.append([
@@ -169,7 +172,7 @@ def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[li
             s["removed_gated"].mean_text(100), s["removed_total"].mean_text(100),
             s["physically_removed_gated"].mean_text(100), s["dense_ms"].mean_text(),
             s["pruned_ms"].mean_text(), s["latency_ratio"].mean_text(1, 2), s["peak_rss_mb"].mean_text(1, 0),
-            s["seconds_per_step"].mean_text(1, 2),
+            s["seconds_per_step"].mean_text(1, 2), s["train_minutes"].mean_text(1, 1),
         ])
     return header, body
 

@@ -95,6 +95,50 @@ def _memory_claim(pair: Paired) -> str:
             f"{pair.other_peak_rss_mb:.0f} MB ({pair.peak_rss_mb - pair.other_peak_rss_mb:+.0f} MB)")
 
 
+def _lead(arm: dict[str, Any], other: dict[str, Any] | None) -> tuple[float, Paired] | None:
+    """``arm`` minus ``other`` in points on the cells both ran, with that pairing; None where they share none."""
+    pair = paired(arm, other) if other else None
+    return None if pair is None else ((pair.average - pair.other_average) * 100, pair)
+
+
+def _best_gated_lines(regime: str, in_regime: list[dict[str, Any]], full: dict[str, Any] | None,
+                      lora: dict[str, Any] | None, goals: BenchTargets) -> list[str]:
+    """Issue #51's targets: at each removal, the best gated arm (with or without distillation; the one
+    leading full most on the cells it shares with full) against full, and against the best magnitude arm
+    and the mask-search arm at that removal; gates with distillation against LoRA."""
+    lines = []
+    removals = sorted({s["target_removal"] for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"]})
+    for removal in removals if full else ():
+        leads = [(lead[0], s) for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"] == removal
+                 and (lead := _lead(s, full))]
+        if len(leads) < 2:  # one gated arm is judged by the gates targets above
+            continue
+        _, best = max(leads, key=lambda item: item[0])
+        lead, pair = _lead(best, full)
+        goal = -goals.best_gated_gap_to_full
+        lines.append(f"- {_where(regime, best, pair, goals)} best gated arm at {removal:.0%} removed within "
+                     f"{goals.best_gated_gap_to_full:.1f} points of full: {_verdict(lead >= goal)} — "
+                     f"{best['label']} − full = {lead:+.2f} points (margin {lead - goal:+.2f})")
+        for method in ("magnitude", "mask-search"):
+            rivals = [(rival_lead[0], s) for s in in_regime if s["method"] == method
+                      and s["target_removal"] == removal and (rival_lead := _lead(s, full))]
+            if not rivals or (versus := _lead(best, max(rivals, key=lambda item: item[0])[1])) is None:
+                continue
+            rival = max(rivals, key=lambda item: item[0])[1]
+            lead, pair = versus
+            margin = goals.best_gated_margin_over_baselines
+            lines.append(f"- {_where(regime, best, pair, goals)} best gated arm above the best {method} arm at "
+                         f"{removal:.0%}: {_verdict(lead > margin)} — {best['label']} − {rival['label']} = "
+                         f"{lead:+.2f} points")
+    for gates in [s for s in in_regime if s["method"] == "gates" and s["distill"]]:
+        if (versus := _lead(gates, lora)) is not None:
+            lead, pair = versus
+            margin = goals.distilled_gates_margin_over_lora
+            lines.append(f"- {_where(regime, gates, pair, goals)} gates with distillation at or above LoRA: "
+                         f"{_verdict(lead >= margin)} — {gates['label']} − {lora['label']} = {lead:+.2f} points")
+    return lines
+
+
 def targets(summaries: Sequence[dict[str, Any]], goals: BenchTargets = DEFAULT_BENCH_TARGETS) -> list[str]:
     """The benchmark's targets (issue #14; their numbers: ``goals``, from targets.json or a bench
     config's ``targets`` block), each stated as met or missed with its margin.
@@ -125,8 +169,9 @@ def targets(summaries: Sequence[dict[str, Any]], goals: BenchTargets = DEFAULT_B
                             if full["not_above_chance"] else "; above chance on every task"
                             if full["chance_recorded"] else "; chance scores not recorded in these rows"))
         for gates in [s for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"]]:
-            magnitude = next((s for s in in_regime if s["method"] == "magnitude"
-                              and s["target_removal"] == gates["target_removal"]), None)
+            at_removal = [s for s in in_regime if s["method"] == "magnitude"
+                          and s["target_removal"] == gates["target_removal"]]  # distilled or not as gates is, first
+            magnitude = next((s for s in at_removal if s["distill"] == gates["distill"]), next(iter(at_removal), None))
             for other, goal, claim in ((full, -goals.gates_gap_to_full,
                                         f"within {goals.gates_gap_to_full:.1f} points of full"),
                                        (magnitude, goals.gates_margin_over_magnitude,
@@ -140,6 +185,7 @@ def targets(summaries: Sequence[dict[str, Any]], goals: BenchTargets = DEFAULT_B
             pair = paired(gates, lora) if lora else None
             if pair is not None:
                 lines.append(f"- {_where(regime, gates, pair, goals)} {_memory_claim(pair)}")
+        lines += _best_gated_lines(regime, in_regime, full, lora, goals)
     errors = [(e, s["label"], s["regime"]) for s in summaries for e in s["removal_errors"]]
     if errors:
         worst, label, regime = max(errors)

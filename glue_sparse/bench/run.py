@@ -239,7 +239,7 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     config, task = run["config"], run["task"]
     ident = identity(config)
     run_root = arm_root(output, run["label"], run["regime"], run["seed"])
-    if run.get("full_label"):  # magnitude prunes, or distillation learns from, the full arm's own run
+    if run.get("full_label"):  # magnitude and mask-search prune, distillation learns from, the full arm's own run
         full_root = arm_root(output, run["full_label"], run["regime"], run["seed"])
         _link_magnitude_source(run_root, full_root)
     log(f"{title}: fine-tuning -> {run_root / task}")

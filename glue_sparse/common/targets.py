@@ -33,6 +33,9 @@ class BenchTargets:
     removal_tolerance: float
     latency_target: float
     latency_target_removal: float
+    best_gated_gap_to_full: float
+    distilled_gates_margin_over_lora: float
+    best_gated_margin_over_baselines: float
 
     @classmethod
     def load(cls, overrides: Mapping[str, Any] | None = None, source: str = "targets") -> "BenchTargets":

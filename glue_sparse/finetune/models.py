@@ -12,7 +12,7 @@ from glue_sparse.finetune.teacher import teacher_logits
 from glue_sparse_tasks.console import is_verbose
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from sparse_models.architectures import max_input_length
-from sparse_models.removal import RemovalSchedule, close_lowest, freeze_gates, magnitude_scores
+from sparse_models.removal import OPEN_LOGIT, RemovalSchedule, close_lowest, freeze_gates, gate_logits, magnitude_scores
 from sparse_models.sparse_gates import SparseGatesConfig
 from sparse_models.trainer import TEACHER_LOGITS, QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
 
@@ -85,20 +85,37 @@ def train_every_weight(model: Any) -> None:
             param.requires_grad_(True)
 
 
-def magnitude_model(source: Path, target_removal: float) -> Any:
-    """The full fine-tune with gates fixed at 0/1 by structured magnitude, and every weight trainable,
-    so re-fine-tuning keeps the masks (a closed row's output and a closed column's input are 0)."""
+def gated_source(source: Path, target_removal: float) -> Any:
+    """The full fine-tune ``source`` under sparse gates (biases in place, no bias deltas), every gate open
+    and frozen: what magnitude pruning and mask search close gates in."""
     import peft
+    import torch
     from transformers import AutoModelForSequenceClassification
-
 
     model = AutoModelForSequenceClassification.from_pretrained(str(source))
     model = peft.get_peft_model(model, SparseGatesConfig(task_type="SEQ_CLS", target_removal=target_removal,
-                                                         bias_delta=False))  # the biases train in place
-    close_lowest(model, target_removal, scores=magnitude_scores(model), snap_open=True)
+                                                         bias_delta=False))
+    with torch.no_grad():
+        for logit in gate_logits(model).values():
+            logit.fill_(OPEN_LOGIT)
     freeze_gates(model)
+    return model
+
+
+def magnitude_model(source: Path, target_removal: float) -> Any:
+    """The full fine-tune with gates fixed at 0/1 by structured magnitude, and every weight trainable,
+    so re-fine-tuning keeps the masks (a closed row's output and a closed column's input are 0)."""
+    model = gated_source(source, target_removal)
+    close_lowest(model, target_removal, scores=magnitude_scores(model), snap_open=True)
     train_every_weight(model)
     return model
+
+
+def source_model(config: FinetuneConfig, source: Path, target_removal: float) -> Any:
+    """The model a run that prunes a full fine-tune starts from: magnitude-masked (and trainable), or
+    with every gate open for mask search to close."""
+    return magnitude_model(source, target_removal) if config.method == "magnitude" else gated_source(
+        source, target_removal)
 
 
 def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any], world_size: int = 1) -> int:
@@ -123,7 +140,7 @@ def gate_learning_rate(hp: dict[str, Any], steps: int) -> float | None:
 
 def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source: Path | None,
                   callbacks: Sequence[Any], train: Any, validation: Any) -> tuple[Any, Any]:
-    """(the Trainer, the tokenizer) of one run: the method's model (or the magnitude-masked one from
+    """(the Trainer, the tokenizer) of one run: the method's model (or the one built on the full fine-tune
     ``source``), the tokenised splits, and the gates' own learning rate sized to the run's steps."""
     from transformers import AutoTokenizer, DataCollatorWithPadding, set_seed
     from transformers.trainer_callback import ProgressCallback
@@ -132,7 +149,7 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
     base = resolve_base_model(config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(base)
     set_seed(config.seed)
-    model = magnitude_model(source, hp["target_removal"]) if source else build_model(config, hp, base)
+    model = source_model(config, source, hp["target_removal"]) if source else build_model(config, hp, base)
     inner = getattr(model, "base_model", model)
     max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
     train_tok = tokenize(train, tokenizer, config.task, max_length)

@@ -23,16 +23,18 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # sparse_models.devices resolves them (and checks this list)
-METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude")
+METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude", "mask-search")
 REGIMES = ("full", "limited")
 SELECTIONS = ("last", "best")
 #: gates 3e-3 (head, pooler and gated biases; the gate logits have their own lr): with the pooler training,
 #: 3e-3 beat 1e-2 and 1e-3 on SST-2 and STS-B and sat between them on MRPC (benchmarks/results/pooler_sweep);
 #: the reference recipe keeps 1e-3. gates+lora keeps 1e-3 (not re-swept with the pooler).
 #: gates+full trains every weight as full fine-tuning does (its lr and weight decay), gates on top.
-DEFAULT_LR = {"full": 1e-4, "lora": 5e-4, "gates": 3e-3, "gates+lora": 1e-3, "gates+full": 1e-4, "magnitude": 1e-4}
+#: mask-search trains nothing: its entries are those of the full fine-tune it prunes.
+DEFAULT_LR = {"full": 1e-4, "lora": 5e-4, "gates": 3e-3, "gates+lora": 1e-3, "gates+full": 1e-4, "magnitude": 1e-4,
+              "mask-search": 1e-4}
 DEFAULT_WEIGHT_DECAY = {"full": 0.01, "lora": 0.0, "gates": 0.0, "gates+lora": 0.0, "gates+full": 0.01,
-                        "magnitude": 0.01}
+                        "magnitude": 0.01, "mask-search": 0.01}
 LORA_DEFAULTS = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1}
 RECIPES = ("removal", "reference")
 #: How far (in logit units) the removal recipe lets a gate logit travel over the removal steps under
@@ -49,6 +51,8 @@ DEFAULT_TARGET_REMOVAL = 0.3
 #: knowledge distillation from a fine-tuned teacher (--distill): the loss is (1 - alpha) * task loss +
 #: alpha * T^2 * KL(teacher || student) at temperature T (MSE to the teacher's score for STS-B)
 DISTILL_DEFAULTS = {"distill_alpha": 0.5, "distill_temperature": 2.0}
+#: mask-search (Kwon et al. 2022): training examples its Fisher and mask tuning read (the paper's 2K sample)
+MASK_SEARCH_EXAMPLES = 2048
 #: Gate options a FinetuneConfig may set; None means the recipe's default (``gate_defaults``).
 GATE_OPTIONS = ("target_removal", "target_sparsity", "sparsity_lambda", "reg_sigma", "gate_learning_rate",
                 "removal_score")
@@ -87,9 +91,14 @@ RECIPE_TRAINING = {
 GENERAL_TRAINING = {"batch_size": 32, "lr_scheduler": "linear", "warmup_ratio": 0.06, "max_grad_norm": 1.0}
 LORA_METHODS = ("lora", "gates+lora")
 GATE_METHODS = ("gates", "gates+lora", "gates+full")
-REMOVAL_METHODS = ("gates", "gates+lora", "gates+full", "magnitude")
+REMOVAL_METHODS = ("gates", "gates+lora", "gates+full", "magnitude", "mask-search")
 #: Methods that train every base weight (saved as a plain model with closed rows/columns folded in).
 BACKBONE_METHODS = ("gates+full", "magnitude")
+#: Methods that prune a full fine-tune (``--from``, or one trained first): magnitude re-fine-tunes it,
+#: mask-search only searches and tunes masks, with no gradient step on a weight.
+SOURCE_METHODS = ("magnitude", "mask-search")
+#: Methods saved as a plain model with the closed rows and columns folded in.
+WHOLE_MODEL_METHODS = (*BACKBONE_METHODS, "mask-search")
 #: Methods whose base weights stay frozen: only the adapter and the task head train.
 ADAPTER_METHODS = ("lora", "gates", "gates+lora")
 
@@ -153,12 +162,15 @@ class TrainingOptions(DeviceOptions):
         None, "removal recipe: rank gates for closing by 'taylor' (accumulated |dL/dz * z|), 'logit' or 'random' "
               "(seeded; the control); default " + ", ".join(f"{m} {s}" for m, s in REMOVAL_SCORE.items())
               + ", gates+full SparseGatesConfig's default")
-    from_run: str | None = option(None, "magnitude: a finished full run folder to prune (default: train a full "
-                                         "run first, with this run's training options, under "
+    from_run: str | None = option(None, "magnitude, mask-search: a finished full run folder to prune (default: "
+                                         "train a full run first, with this run's training options, under "
                                          "<output>/magnitude-source/)", aliases=("--from",))
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
                                    aliases=("--select",))
-    prune: bool = option(False, "also save the physically pruned model (gates, magnitude)")
+    prune: bool = option(False, "also save the physically pruned model (gates, magnitude, mask-search)")
+    mask_search_examples: int | None = option(
+        None, f"mask-search: training examples (seeded sample) for the mask Fisher and the least-squares mask tuning "
+              f"(default {MASK_SEARCH_EXAMPLES})")
     distill: bool = option(False, "add knowledge distillation from a fine-tuned teacher to the task loss (any "
                                   "method)")
     teacher: str | None = option(None, "with --distill: a fine-tuned checkpoint of the same task and tokenizer (a "
@@ -226,6 +238,9 @@ class FinetuneConfig(TrainingOptions):
         given = [k for k in ("teacher", *DISTILL_DEFAULTS) if getattr(self, k) is not None]
         if given and not self.distill:
             raise FinetuneConfigError(f"{', '.join('--' + k for k in given)} apply with --distill")
+        if self.distill and self.method == "mask-search":
+            raise FinetuneConfigError("--distill: method mask-search trains nothing, so there is no loss to "
+                                      "distil into")
         if self.teacher and not Path(self.teacher).expanduser().exists():
             raise FinetuneConfigError(f"--teacher {self.teacher}: no such checkpoint folder")
         if self.distill_alpha is not None and not 0.0 < self.distill_alpha <= 1.0:
@@ -252,8 +267,11 @@ class FinetuneConfig(TrainingOptions):
         if self.target_removal is not None and self.method not in REMOVAL_METHODS:
             raise FinetuneConfigError(f"--target-removal was given with method {self.method!r}; it applies to "
                                       f"{', '.join(REMOVAL_METHODS)}")
-        if self.from_run is not None and self.method != "magnitude":
-            raise FinetuneConfigError(f"--from applies to method 'magnitude', not {self.method!r}")
+        if self.from_run is not None and self.method not in SOURCE_METHODS:
+            raise FinetuneConfigError(f"--from applies to methods {', '.join(SOURCE_METHODS)}, not {self.method!r}")
+        if self.mask_search_examples is not None and (self.method != "mask-search" or self.mask_search_examples <= 0):
+            raise FinetuneConfigError(f"--mask-search-examples {self.mask_search_examples}: a positive count, for "
+                                      f"method mask-search (this run: {self.method!r})")
         if self.method in GATE_METHODS:
             recipe = self.recipe or "removal"
             if recipe == "reference" and self.target_removal is not None:
@@ -293,10 +311,14 @@ class FinetuneConfig(TrainingOptions):
             out["removal_score"] = removal_score_default(self.method)
         if self.method not in ADAPTER_METHODS:
             del out["train_pooler"]  # every weight trains anyway; their identity (and finished runs) stay as before
-        if self.method == "magnitude":
+        if self.method in SOURCE_METHODS:
             out["target_removal"] = self.target_removal if self.target_removal is not None else DEFAULT_TARGET_REMOVAL
         for key, value in DISTILL_DEFAULTS.items():
             out[key] = getattr(self, key) if getattr(self, key) is not None else value
+        if self.method == "mask-search":
+            out["mask_search_examples"] = self.mask_search_examples or MASK_SEARCH_EXAMPLES
+        else:  # other methods keep the identity (and finished runs) they had
+            del out["mask_search_examples"]
         if not self.distill:  # runs without distillation keep the identity (and finished runs) they had
             for key in ("distill", "teacher", *DISTILL_DEFAULTS):
                 del out[key]
@@ -319,6 +341,9 @@ METHOD_NOTES = {
                   "full fine-tuning)",
     "magnitude": "structured magnitude pruning of a full fine-tune at `--target-removal`, then every weight "
                  "re-fine-tuned with the masks held",
+    "mask-search": "nothing (post-training): heads and FFN channels of a full fine-tune removed at `--target-removal` "
+                   "by the Fisher of their masks, the kept masks tuned by least squares on "
+                   f"{MASK_SEARCH_EXAMPLES} training examples (Kwon et al. 2022)",
 }
 
 
@@ -353,4 +378,5 @@ def full_source_config(config: FinetuneConfig) -> FinetuneConfig:
     own = {key: None for key in (*GATE_OPTIONS, "recipe", *LORA_DEFAULTS, *DISTILL_DEFAULTS)}
     if config.method not in ("full", "magnitude"):
         own.update(learning_rate=None, weight_decay=None)
-    return replace(config, method="full", prune=False, from_run=None, distill=False, teacher=None, **own)
+    return replace(config, method="full", prune=False, from_run=None, distill=False, teacher=None,
+                   mask_search_examples=None, **own)

@@ -27,8 +27,15 @@ from glue_sparse.common.run_environment import (
     peak_rss_bytes,
     reset_peak_rss,
 )
+from glue_sparse.finetune.mask_search import check_architecture, search_and_measure
 from glue_sparse.finetune.models import build_trainer, resolve_base_model
-from glue_sparse.finetune.options import BACKBONE_METHODS, FinetuneConfig, FinetuneConfigError, full_source_config
+from glue_sparse.finetune.options import (
+    SOURCE_METHODS,
+    WHOLE_MODEL_METHODS,
+    FinetuneConfig,
+    FinetuneConfigError,
+    full_source_config,
+)
 from glue_sparse.finetune.run_dir import CHECKPOINTS, identity, output_dir_state, prepare_output_dir
 from glue_sparse.finetune.teacher import check_teacher
 from glue_sparse_tasks.atomic import write_json_atomic
@@ -41,12 +48,13 @@ from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
 from sparse_models.devices import trainer_arguments
 from sparse_models.removal import gate_fingerprint
 
-#: where a magnitude run without --from, or a distilled one without --teacher, trains its full fine-tune
+#: where a magnitude or mask-search run without --from, or a distilled one without --teacher, trains its full
+#: fine-tune
 MAGNITUDE_SOURCE = "magnitude-source"
 
 
 def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:
-    """The full fine-tune a magnitude run prunes: ``from_run`` (checked) or one trained here first."""
+    """The full fine-tune a magnitude or mask-search run prunes: ``from_run`` (checked) or one trained here first."""
     if config.from_run is not None:
         root = Path(config.from_run)
         source = root if (root / RUN_FILE).is_file() else root / config.task
@@ -55,7 +63,7 @@ def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | N
                                       f"(looked for {source / RUN_FILE})")
         record = json.loads((source / RUN_FILE).read_text())
         if record.get("method") != "full" or record.get("task") != config.task:
-            raise FinetuneConfigError(f"--from {source}: a magnitude run needs full fine-tuned weights for "
+            raise FinetuneConfigError(f"--from {source}: a {config.method} run needs full fine-tuned weights for "
                                       f"{config.task!r}, but that folder holds a {record.get('method')!r} run "
                                       f"for {record.get('task')!r}")
         return source
@@ -78,6 +86,16 @@ def _with_teacher(config: FinetuneConfig, output_dir: Path, data_dir: str | None
         config = replace(config, teacher=str(full_source(config, output_dir, data_dir, use_hub)))
     check_teacher(config, resolve_base_model(config.base_model))
     return config
+
+
+def _sources(config: FinetuneConfig, output_dir: Path, data_dir: str | None,
+             use_hub: bool) -> tuple[FinetuneConfig, Path | None]:
+    """(the config with its teacher, the full fine-tune a magnitude or mask-search run prunes): each found,
+    or trained first, and checked before this run's folder exists."""
+    config = _with_teacher(config, output_dir, data_dir, use_hub)
+    if config.method == "mask-search":
+        check_architecture(config, resolve_base_model(config.base_model))
+    return config, magnitude_source(config, output_dir, data_dir, use_hub) if config.method in SOURCE_METHODS else None
 
 
 def _epoch_metrics(log_history: list[dict]) -> list[dict[str, Any]]:
@@ -151,10 +169,10 @@ def _final_metrics(trainer: Any, epochs: list[dict[str, Any]], config: FinetuneC
 
 
 def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: Any) -> Any:
-    """Write the trained model (gates+full and magnitude as a plain HF folder with the masks folded in,
+    """Write the trained model (gates+full, magnitude, mask-search: a plain HF folder with the masks folded in,
     an adapter as itself; full fine-tuning is saved by the Trainer) and return the pruned model to save
     with ``prune``, or None. Main process only."""
-    whole = config.method in BACKBONE_METHODS
+    whole = config.method in WHOLE_MODEL_METHODS
     pruned = copy.deepcopy(model).merge_and_unload() if whole and config.prune else None
     if whole:
         model.merge_and_unload(prune=False).save_pretrained(str(task_dir))  # masks folded: a plain HF model
@@ -260,8 +278,7 @@ def run_finetune(
     # data first: a missing or malformed split fails here, before any folder is made
     train = load_glue_split(config.task, "train", data_dir, limit=hp["train_limit"], use_hub=use_hub)
     validation = load_glue_split(config.task, evaluation_split(config.task), data_dir, use_hub=use_hub)
-    config = _with_teacher(config, Path(output_dir), data_dir, use_hub)
-    source = magnitude_source(config, Path(output_dir), data_dir, use_hub) if config.method == "magnitude" else None
+    config, source = _sources(config, Path(output_dir), data_dir, use_hub)
     metric = primary_metric(config.task)
     args = _training_arguments(config, hp, task_dir, metric)  # first: it says which process this is
     processes = args.distributed_state  # under torchrun / accelerate launch: this rank; else one process
@@ -272,11 +289,14 @@ def run_finetune(
     processes.wait_for_everyone()
 
     trainer, tokenizer = build_trainer(config, hp, args, source, callbacks, train, validation)
-    one_shot = None
-    if source is not None and state == "fresh":
+    one_shot = searched = None
+    if config.method == "magnitude" and state == "fresh":
         one_shot = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
 
-    measured = _train_and_measure(trainer, task_dir, state)
+    if config.method == "mask-search":  # no training: the search and mask tuning are the run
+        measured, searched = search_and_measure(trainer, config, hp)
+    else:
+        measured = _train_and_measure(trainer, task_dir, state)
     if trainer.state.global_step < trainer.state.max_steps:
         return {"status": "interrupted", "task": config.task, "global_step": trainer.state.global_step,
                 "max_steps": trainer.state.max_steps}
@@ -285,10 +305,10 @@ def run_finetune(
     epochs = _epoch_metrics(trainer.state.log_history)
     final = _final_metrics(trainer, epochs, config)
     model = trainer.model.eval()
-    # gates+full and magnitude train every weight (magnitude under fixed masks): count what trained, not
-    # the adapter; they are saved as plain models with the closed rows and columns folded in
-    whole = config.method in BACKBONE_METHODS
-    trained = sum(p.numel() for p in model.parameters() if p.requires_grad) if whole else None
+    # gates+full and magnitude train every weight (magnitude under fixed masks), mask-search none: count what
+    # trained, not the adapter; they are saved as plain models with the closed rows and columns folded in
+    whole = config.method in WHOLE_MODEL_METHODS
+    trained = 0 if searched else sum(p.numel() for p in model.parameters() if p.requires_grad) if whole else None
     accounting = parameter_accounting(model, trainable_parameters=trained)
     gate_prints = gather_object([gate_fingerprint(model)]) if config.method != "full" else None
     if config.method == "full":
@@ -299,9 +319,9 @@ def run_finetune(
     pruned = _save_models(model, config, task_dir, tokenizer)
     record = _run_record(config, hp, ident, trainer, (train, validation), accounting, task_dir, measured, epochs,
                          final, gate_prints)
-    if source is not None:
-        record["magnitude"] = {"source": os.path.relpath(source, task_dir), "one_shot_metrics": one_shot,
-                               "refinetune_steps": trainer.state.global_step}
+    if source is not None:  # what the run was built on, and what the method did to it
+        record[config.method.replace("-", "_")] = {"source": os.path.relpath(source, task_dir), **(
+            searched or {"one_shot_metrics": one_shot, "refinetune_steps": trainer.state.global_step})}
     if pruned is not None:
         pruned.save_pretrained(str(task_dir / PRUNED_SUBDIR))
         tokenizer.save_pretrained(str(task_dir / PRUNED_SUBDIR))
