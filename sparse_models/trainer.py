@@ -7,7 +7,7 @@ checkpoint resume, length-grouped sampling) is the Trainer's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -208,17 +208,36 @@ def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, temperature:
                                       reduction="batchmean") * temperature ** 2
 
 
+def hidden_distillation_loss(student: Sequence[torch.Tensor], teacher: Sequence[torch.Tensor],
+                             attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Layer-wise distillation (CoFi's L_layer with the one-to-one mapping of equal depths): the mean over the
+    transformer layers (the embeddings' output left out) of the MSE between hidden states on real tokens."""
+    if len(student) != len(teacher):
+        raise ValueError(f"hidden-state distillation maps layers one to one: the student has {len(student) - 1} "
+                         f"layers, the teacher {len(teacher) - 1}")
+    keep = None if attention_mask is None else attention_mask.bool()
+    terms = []
+    for s, t in zip(student[1:], teacher[1:]):
+        diff = (s.float() - t.to(s.device).float()) ** 2
+        terms.append(diff[keep].mean() if keep is not None else diff.mean())
+    return torch.stack(terms).mean()
+
+
 class SparseGatesTrainer(Trainer):
     """Adds ``lambda * sparsity penalty`` to the loss in training steps; logs it beside the loss. For an
     adapter with ``target_removal`` it also runs the removal schedule (:class:`RemovalCallback`)."""
 
     def __init__(self, *args: Any, gate_learning_rate: float | None = None, masks_fixed: bool = False,
                  backbone_trains: bool = False, sparsity_from_step: int = 0,
-                 distillation: tuple[float, float] | None = None, **kwargs: Any) -> None:
+                 distillation: tuple[float, float] | None = None,
+                 hidden_distillation: tuple[torch.nn.Module, float] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: (alpha, temperature): training batches carry the teacher's logits (TEACHER_LOGITS) and the loss is
         #: (1 - alpha) * task loss + alpha * distillation_loss(...)
         self.distillation = distillation
+        #: (teacher model, beta): the teacher runs beside each training step and beta *
+        #: hidden_distillation_loss(...) is added (its hidden states are too large to cache)
+        self.hidden_distillation = hidden_distillation
         refuse_sharded_training(self)
         self.gate_learning_rate = gate_learning_rate
         #: the regulariser is off before this optimiser step (FineGates pre-training: after a warm-up)
@@ -289,8 +308,17 @@ class SparseGatesTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         teacher = inputs.pop(TEACHER_LOGITS, None)
+        layer_wise = self.hidden_distillation is not None and model.training
+        if layer_wise:
+            inputs = {**inputs, "output_hidden_states": True}
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
                                              num_items_in_batch=num_items_in_batch)
+        if layer_wise:
+            teacher_model, beta = self.hidden_distillation
+            with torch.no_grad():
+                reference = teacher_model(**{k: v for k, v in inputs.items() if k != "labels"}).hidden_states
+            loss = loss + beta * hidden_distillation_loss(outputs["hidden_states"], reference,
+                                                          inputs.get("attention_mask")).to(loss.dtype)
         if teacher is not None and self.distillation is not None and model.training:
             alpha, temperature = self.distillation
             logits = outputs["logits"] if isinstance(outputs, dict) else outputs[1]

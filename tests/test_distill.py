@@ -128,3 +128,41 @@ def test_bad_teachers_are_refused_in_one_line(models, glue_fixture_dir, tmp_path
     vocab["[unused-renamed]"] = vocab.pop("[unused0]")  # one token of another name: another vocabulary
     (other_vocab / "tokenizer.json").write_text(json.dumps(tokenizer))
     assert "vocabulary differs from the student's" in refused(str(other_vocab))
+
+
+def test_hidden_distillation_loss_is_the_mean_layer_mse_on_real_tokens():
+    from sparse_models.trainer import hidden_distillation_loss
+
+    teacher = [torch.zeros(2, 3, 4) for _ in range(3)]  # embeddings, then two layers
+    student = [torch.full((2, 3, 4), 9.0), torch.ones(2, 3, 4), torch.zeros(2, 3, 4)]
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    student[2][0, 2] = 100.0  # a padded token: not counted
+    assert hidden_distillation_loss(student, teacher, mask).item() == pytest.approx(0.5)  # (1 + 0) / 2 layers
+    assert hidden_distillation_loss(teacher, teacher, None).item() == 0.0
+    with pytest.raises(ValueError, match="the student has 2 layers, the teacher 1"):
+        hidden_distillation_loss(student, teacher[:2], mask)
+
+
+def test_layer_wise_distillation_trains_on_the_teachers_hidden_states(models, glue_fixture_dir, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setenv("GLUE_SPARSE_CACHE", str(tmp_path / "cache"))
+    config = _config(models, method="gates+full", distill=True, teacher=models["teacher"], distill_hidden=1.0)
+    record = run_finetune(config, tmp_path / "hidden", data_dir=str(glue_fixture_dir), use_hub=False)
+    assert record["status"] == "complete" and record["hyperparameters"]["distill_hidden"] == 1.0
+    # the layer-wise term changes what is learned: the same run on the logits alone ends elsewhere
+    plain = _config(models, method="gates+full", distill=True, teacher=models["teacher"])
+    run_finetune(plain, tmp_path / "logits", data_dir=str(glue_fixture_dir), use_hub=False)
+    assert not _same(_weights(tmp_path / "hidden" / "rte"), _weights(tmp_path / "logits" / "rte"))
+    assert "distill_hidden" not in identity(plain)  # logit-only distilled runs keep their identity
+
+
+def test_layer_wise_distillation_refuses_a_teacher_of_another_depth(models, glue_fixture_dir, tmp_path):
+    deeper = save_tiny_classifier(tmp_path / "deeper", 2, seed=5, task="rte", layers=3)
+    config = _config(models, distill=True, teacher=str(deeper), distill_hidden=0.5)
+    with pytest.raises(FinetuneConfigError, match="has 3 layers of width 32, the student 2 of width 32"):
+        run_finetune(config, tmp_path / "out", data_dir=str(glue_fixture_dir), use_hub=False)
+    assert not (tmp_path / "out" / "rte").exists()
+    with pytest.raises(FinetuneConfigError, match="--distill-hidden apply with --distill"):
+        _config(models, distill_hidden=1.0)
+    with pytest.raises(FinetuneConfigError, match="--distill-hidden must be 0 or more"):
+        _config(models, distill=True, teacher=models["teacher"], distill_hidden=-1.0)

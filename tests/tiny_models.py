@@ -108,7 +108,7 @@ def set_gate_pattern(peft_model, closed: float = 0.4, fractional: float = 0.2, s
 
 
 def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | None = None,
-                         regression_center: float | None = None):
+                         regression_center: float | None = None, layers: int = 2):
     """A tiny BERT classifier saved with the packaged MiniLM tokenizer (real files, no downloads).
 
     ``regression_center`` shifts a 1-label head so its scores sit inside STS-B's 0..5 range.
@@ -122,7 +122,7 @@ def save_tiny_classifier(folder, num_labels: int, seed: int = 0, task: str | Non
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers,
                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
                         num_labels=num_labels)
     model = BertForSequenceClassification(config).eval()

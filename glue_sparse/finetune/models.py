@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from glue_sparse.common.packaged import minilm_path
 from glue_sparse.finetune.options import BACKBONE_METHODS, LORA_METHODS, REMOVAL_GATE_TRAVEL, FinetuneConfig
-from glue_sparse.finetune.teacher import teacher_logits
+from glue_sparse.finetune.teacher import teacher_logits, teacher_model
 from glue_sparse_tasks.console import is_verbose
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from sparse_models.architectures import max_input_length
@@ -154,10 +154,12 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
     max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
     train_tok = tokenize(train, tokenizer, config.task, max_length)
     eval_tok = tokenize(validation, tokenizer, config.task, max_length)
-    distillation = None
+    distillation = hidden = None
     if config.distill:  # the teacher's logits ride in each training batch
         train_tok = train_tok.add_column(TEACHER_LOGITS, teacher_logits(config, train_tok, tokenizer, str(args.device)))
         distillation = (hp["distill_alpha"], hp["distill_temperature"])
+    if hp.get("distill_hidden"):  # the teacher itself runs beside every step
+        hidden = (teacher_model(config, str(args.device)), hp["distill_hidden"])
     trainer = SparseGatesTrainer(
         model=model, args=args, train_dataset=train_tok, eval_dataset=eval_tok,
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
@@ -166,6 +168,7 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
         masks_fixed=source is not None,
         backbone_trains=config.method in BACKBONE_METHODS,
         distillation=distillation,
+        hidden_distillation=hidden,
     )
     if not is_verbose():
         trainer.remove_callback(ProgressCallback)

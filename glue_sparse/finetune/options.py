@@ -183,6 +183,10 @@ class TrainingOptions(DeviceOptions):
     distill_temperature: float | None = option(
         None, "with --distill: softmax temperature of the KL term (default "
               f"{DISTILL_DEFAULTS['distill_temperature']:g})")
+    distill_hidden: float | None = option(
+        None, "with --distill: weight of CoFi's layer-wise term, the MSE between the student's and the teacher's "
+              "hidden states layer by layer (same depth and width, mapped one to one; the teacher then runs beside "
+              "every training step); default 0: the prediction layer only")
     save_steps: int | None = option(None, "checkpoint every N steps (default: every epoch)")
     logging_steps: int = option(10, "log the loss every N steps")
     report_to: list[str] = option(help="Trainer loggers (tensorboard, wandb; default none)", default_factory=list)
@@ -235,9 +239,9 @@ class FinetuneConfig(TrainingOptions):
             raise FinetuneConfigError(f"base model path {self.base_model!r} does not exist")
 
     def _validate_distill_options(self) -> None:
-        given = [k for k in ("teacher", *DISTILL_DEFAULTS) if getattr(self, k) is not None]
+        given = [k for k in ("teacher", *DISTILL_DEFAULTS, "distill_hidden") if getattr(self, k) is not None]
         if given and not self.distill:
-            raise FinetuneConfigError(f"{', '.join('--' + k for k in given)} apply with --distill")
+            raise FinetuneConfigError(f"{', '.join('--' + k.replace('_', '-') for k in given)} apply with --distill")
         if self.distill and self.method == "mask-search":
             raise FinetuneConfigError("--distill: method mask-search trains nothing, so there is no loss to "
                                       "distil into")
@@ -247,6 +251,8 @@ class FinetuneConfig(TrainingOptions):
             raise FinetuneConfigError(f"--distill-alpha must be in (0, 1], got {self.distill_alpha}")
         if self.distill_temperature is not None and self.distill_temperature <= 0:
             raise FinetuneConfigError(f"--distill-temperature must be positive, got {self.distill_temperature}")
+        if self.distill_hidden is not None and self.distill_hidden < 0:
+            raise FinetuneConfigError(f"--distill-hidden must be 0 or more (a loss weight), got {self.distill_hidden}")
 
     def _validate_sparsity_options(self) -> None:
         if self.target_removal is not None and not 0.0 < self.target_removal < 1.0:
@@ -319,6 +325,8 @@ class FinetuneConfig(TrainingOptions):
             out["mask_search_examples"] = self.mask_search_examples or MASK_SEARCH_EXAMPLES
         else:  # other methods keep the identity (and finished runs) they had
             del out["mask_search_examples"]
+        if not self.distill_hidden:  # prediction-layer runs keep the identity (and finished runs) they had
+            del out["distill_hidden"]
         if not self.distill:  # runs without distillation keep the identity (and finished runs) they had
             for key in ("distill", "teacher", *DISTILL_DEFAULTS):
                 del out[key]
@@ -379,4 +387,4 @@ def full_source_config(config: FinetuneConfig) -> FinetuneConfig:
     if config.method not in ("full", "magnitude"):
         own.update(learning_rate=None, weight_decay=None)
     return replace(config, method="full", prune=False, from_run=None, distill=False, teacher=None,
-                   mask_search_examples=None, **own)
+                   distill_hidden=None, mask_search_examples=None, **own)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,31 @@ def _refuse_vocabulary(config: FinetuneConfig, teacher: Any, student: Any) -> No
                                   "student's token ids, so both must share one tokenizer")
 
 
+def _shape(path: str) -> tuple[int, int]:
+    """(layers, hidden width) of a checkpoint folder, an adapter's read from its base model."""
+    from transformers import AutoConfig
+
+    if (Path(path) / "adapter_config.json").is_file():
+        from peft import PeftConfig
+
+        path = PeftConfig.from_pretrained(path).base_model_name_or_path
+    config = AutoConfig.from_pretrained(path)
+    return getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", 0), \
+        getattr(config, "hidden_size", None) or getattr(config, "dim", 0)
+
+
+def _refuse_shape(config: FinetuneConfig, student_base: str) -> None:
+    teacher, student = _shape(config.teacher), _shape(student_base)
+    if teacher != student:
+        raise FinetuneConfigError(f"--distill-hidden: the teacher {config.teacher} has {teacher[0]} layers of width "
+                                  f"{teacher[1]}, the student {student[0]} of width {student[1]}; layer-wise "
+                                  "distillation maps equal depths and widths one to one")
+
+
 def check_teacher(config: FinetuneConfig, student_base: str) -> None:
     """Refuse a teacher of another label count or another vocabulary than ``student_base``'s (it would
-    teach noise), reading only configs and tokenizers: before the run folder is made or any model loads."""
+    teach noise), or of another depth or width for ``--distill-hidden``, reading only configs and
+    tokenizers: before the run folder is made or any model loads."""
     from transformers import AutoTokenizer
 
     ckpt = describe_checkpoint(config.teacher)
@@ -45,6 +68,18 @@ def check_teacher(config: FinetuneConfig, student_base: str) -> None:
     if ckpt.kind != "adapter" or has_tokenizer(ckpt.path):  # else it reads its base's: the student's, in a bench
         _refuse_vocabulary(config, AutoTokenizer.from_pretrained(ckpt.path),
                            AutoTokenizer.from_pretrained(student_base))
+    if config.distill_hidden:
+        _refuse_shape(config, student_base)
+
+
+def teacher_model(config: FinetuneConfig, device: str) -> Any:
+    """The teacher in evaluation mode on ``device``, frozen: layer-wise distillation reads its hidden states."""
+    import torch
+
+    model, _ = load_classifier(describe_checkpoint(config.teacher), torch.float32, device)
+    model.requires_grad_(False)
+    model.config.output_hidden_states = True
+    return model.eval()
 
 
 def _cache_key(config: FinetuneConfig, dataset: Any) -> str:
