@@ -485,3 +485,37 @@ def test_arm_folders_have_no_blanks_and_folders_written_before_still_resume(tmp_
     assert arm_root(tmp_path, "gates r0.3", "limited", 1) == old
     assert arm_root(tmp_path, "gates r0.3", "limited", 2).name == "seed-2" and " " not in str(
         arm_root(tmp_path, "gates r0.3", "limited", 2).relative_to(tmp_path))
+
+
+def test_issue_51_targets_pick_the_best_gated_arm_on_shared_seeds(finished):
+    """The best gated arm at a removal is chosen on the seeds every candidate and full share, then set
+    against full, the best magnitude arm and mask-search; distilled gates are set against LoRA."""
+    _, store, _ = finished
+    rows = read_store(store)
+
+    def arm(label: str, method: str, shift: float, seeds=(1, 2), **hp) -> list[dict]:
+        out = []
+        for r in rows:
+            if r["label"] == "gates-0.4" and r["seed"] in seeds:
+                flat = {k: v + shift for k, v in r["flat_metrics"].items()}
+                out.append(dict(r, label=label, method=method, flat_metrics=flat, key=label + r["key"],
+                                hyperparameters={**r["hyperparameters"], **hp}))
+        return out
+
+    grid = [r for r in rows if r["label"] == "full"] + arm("gates-0.4", "gates", 0.0)
+    grid += arm("gates-0.4 distill", "gates", 0.05, distill=True)  # best on seeds 1,2
+    grid += arm("gates+full-0.4", "gates+full", 0.3, seeds=(1,))  # one seed only: ranked on seed 1 with the rest
+    grid += arm("magnitude-0.4", "magnitude", 0.02) + arm("mask-search-0.4", "mask-search", 0.5)
+    grid += [dict(r, label="lora", method="lora", key="lora" + r["key"]) for r in rows if r["label"] == "full"]
+    summaries = summarise(grid)
+    lines = targets(summaries)
+    best = [line for line in lines if "best gated arm" in line]
+    assert best and all("gates+full-0.4 − " in line for line in best), best  # seed 1, where all three ran
+    assert any("best gated arm above the best magnitude arm at 30%: met" in line for line in best), best
+    assert any("best gated arm above the best mask-search arm at 30%: MISSED — gates+full-0.4 − mask-search-0.4 = "
+               "-20.00 points" in line for line in best), best
+    lora = next(line for line in lines if "gates with distillation at or above LoRA" in line)
+    by_label = {s["label"]: s for s in summaries}
+    lead = (by_label["gates-0.4 distill"]["glue_average"].mean - by_label["lora"]["glue_average"].mean) * 100
+    assert f"gates-0.4 distill − lora = {lead:+.2f} points" in lora and ("met" in lora) == (lead >= 0)
+    assert "train min" in write_report(grid, store.parent / "r51")["markdown"].read_text()

@@ -101,6 +101,18 @@ def _lead(arm: dict[str, Any], other: dict[str, Any] | None) -> tuple[float, Pai
     return None if pair is None else ((pair.average - pair.other_average) * 100, pair)
 
 
+def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | None:
+    """The arm leading ``full`` most, each judged on the seeds every one of them and full share (so a one-seed
+    variant is not ranked against a three-seed mean); on each arm's own shared cells where they share none."""
+    shared = set(full["cells"]).intersection(*(set(a["cells"]) for a in arms)) if arms else set()
+
+    def on_shared(arm: dict[str, Any]) -> dict[str, Any]:
+        return {**arm, "cells": {s: c for s, c in arm["cells"].items() if s in shared}} if shared else arm
+
+    leads = [(lead[0], arm) for arm in arms if (lead := _lead(on_shared(arm), on_shared(full)))]
+    return max(leads, key=lambda item: item[0])[1] if leads else None
+
+
 def _best_gated_lines(regime: str, in_regime: list[dict[str, Any]], full: dict[str, Any] | None,
                       lora: dict[str, Any] | None, goals: BenchTargets) -> list[str]:
     """Issue #51's targets: at each removal, the best gated arm (with or without distillation; the one
@@ -109,22 +121,19 @@ def _best_gated_lines(regime: str, in_regime: list[dict[str, Any]], full: dict[s
     lines = []
     removals = sorted({s["target_removal"] for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"]})
     for removal in removals if full else ():
-        leads = [(lead[0], s) for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"] == removal
-                 and (lead := _lead(s, full))]
-        if len(leads) < 2:  # one gated arm is judged by the gates targets above
+        gated = [s for s in in_regime if s["method"] in GATE_METHODS and s["target_removal"] == removal]
+        best = _best(gated, full)
+        if len(gated) < 2 or best is None:  # one gated arm is judged by the gates targets above
             continue
-        _, best = max(leads, key=lambda item: item[0])
         lead, pair = _lead(best, full)
         goal = -goals.best_gated_gap_to_full
         lines.append(f"- {_where(regime, best, pair, goals)} best gated arm at {removal:.0%} removed within "
                      f"{goals.best_gated_gap_to_full:.1f} points of full: {_verdict(lead >= goal)} — "
                      f"{best['label']} − full = {lead:+.2f} points (margin {lead - goal:+.2f})")
         for method in ("magnitude", "mask-search"):
-            rivals = [(rival_lead[0], s) for s in in_regime if s["method"] == method
-                      and s["target_removal"] == removal and (rival_lead := _lead(s, full))]
-            if not rivals or (versus := _lead(best, max(rivals, key=lambda item: item[0])[1])) is None:
+            rival = _best([s for s in in_regime if s["method"] == method and s["target_removal"] == removal], full)
+            if rival is None or (versus := _lead(best, rival)) is None:
                 continue
-            rival = max(rivals, key=lambda item: item[0])[1]
             lead, pair = versus
             margin = goals.best_gated_margin_over_baselines
             lines.append(f"- {_where(regime, best, pair, goals)} best gated arm above the best {method} arm at "
