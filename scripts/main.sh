@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's main job on the embedded default (packaged MiniLM, local GLUE data): full fine-tuning vs
-# sparse gates vs magnitude pruning at 30% removal on SST-2, one seed; prints the table
+# sparse gates vs magnitude pruning vs mask search (post-training) at 30% removal on SST-2, one seed; prints the table
 # (scores, chance, removal, measured speed-up) and where the report and plots are. -v: library logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
