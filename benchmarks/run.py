@@ -58,6 +58,9 @@ SUITE: dict[str, Benchmark] = {
                                 "2", "--batches", "5", "--steps", "2", "--out", "{out}/pipeline.json")),
     "pretrain-cpu": Benchmark("pretrain_cpu.sh",
                               "the committed CPU pre-training sweep and twins (results/pretrain_c4_cpu)", None),
+    "minilm-converged-kd": Benchmark("minilm_converged_kd.sh",
+                                     "issue #51's arms of the converged MiniLM grid (distilled, mask-search), one "
+                                     "task and seed per part (results/minilm_converged/kd-*)", None),
 }
 
 
