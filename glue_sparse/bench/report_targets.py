@@ -102,12 +102,16 @@ def _lead(arm: dict[str, Any], other: dict[str, Any] | None) -> tuple[float, Pai
 
 
 def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | None:
-    """The arm leading ``full`` most, each judged on the seeds every one of them and full share (so a one-seed
-    variant is not ranked against a three-seed mean); on each arm's own shared cells where they share none."""
-    shared = set(full["cells"]).intersection(*(set(a["cells"]) for a in arms)) if arms else set()
+    """The arm leading ``full`` most, each judged on the cells (seeds, and tasks on those seeds) every one of
+    them and full share, so a one-seed, two-task variant is not ranked against a three-seed, five-task mean;
+    on each arm's own shared cells where they share none."""
+    sides = [full, *arms]
+    seeds = set.intersection(*(set(side["cells"]) for side in sides)) if arms else set()
+    tasks = set.intersection(*(set(side["cells"][s]) for side in sides for s in seeds)) if seeds else set()
 
     def on_shared(arm: dict[str, Any]) -> dict[str, Any]:
-        return {**arm, "cells": {s: c for s, c in arm["cells"].items() if s in shared}} if shared else arm
+        return {**arm, "cells": {s: {t: c for t, c in arm["cells"][s].items() if t in tasks} for s in seeds}} \
+            if tasks else arm
 
     leads = [(lead[0], arm) for arm in arms if (lead := _lead(on_shared(arm), on_shared(full)))]
     return max(leads, key=lambda item: item[0])[1] if leads else None
