@@ -181,7 +181,10 @@ def test_ctrl_c_exits_130_without_a_traceback(glue_fixture_dir, tmp_path):
         [sys.executable, "-u", "-m", "glue_sparse.cli.main", "finetune", "--tasks", "rte", "--output",
          str(tmp_path / "o"), "--data-dir", str(glue_fixture_dir), "--no-hub", "--model", str(base),
          "--epochs", "200", "--batch-size", "2", "--max-length", "16"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        # a suite started in the background without job control inherits SIGINT ignored: give the child
+        # the terminal's default, as a user pressing Ctrl-C has
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stderr:  # wait until training has begun (status lines go to stderr, via logging)
         if line.startswith("== rte"):
             break
