@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import resource
 import subprocess
+import time
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 PACKAGES = ("glue-sparse", "torch", "transformers", "peft", "accelerate", "datasets", "lm_eval", "evaluate",
             "scikit-learn")
@@ -64,3 +66,21 @@ def peak_rss_bytes() -> int:
 
 def current_rss_bytes() -> int:
     return (_status_kib("VmRSS") or 0) * 1024
+
+
+@contextmanager
+def measured_stage(device: Any) -> Iterator[dict[str, Any]]:
+    """Measure the with-block as run.json reports a training stage: its wall time, the RSS it started at,
+    its own peak RSS and, on a GPU, its peak GPU memory allocated. The dict is filled when the block ends."""
+    import torch
+
+    measured: dict[str, Any] = {"rss_before_training_bytes": current_rss_bytes()}
+    reset_peak_rss()
+    on_gpu = getattr(device, "type", None) == "cuda"
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats(device)
+    started = time.perf_counter()
+    yield measured
+    measured["train_seconds"] = time.perf_counter() - started
+    measured["peak_rss_bytes"] = peak_rss_bytes()
+    measured["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None

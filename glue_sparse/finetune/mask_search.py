@@ -4,10 +4,9 @@ fields as a training run reports them (the search is what this method costs)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from glue_sparse.common.run_environment import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+from glue_sparse.common.run_environment import measured_stage
 from glue_sparse.finetune.options import MASK_SEARCH_EXAMPLES, FinetuneConfig, FinetuneConfigError
 from sparse_models.mask_search import LAYOUTS, close_units, mask_search
 
@@ -40,20 +39,10 @@ def search_batches(trainer: Any, config: FinetuneConfig, hp: dict[str, Any]) -> 
 def search_and_measure(trainer: Any, config: FinetuneConfig, hp: dict[str, Any]) -> tuple[dict[str, Any], dict]:
     """Search and tune the masks of ``trainer.model`` and close its removed units' gates; (run.json's time
     and memory fields, the search's own record)."""
-    import torch
-
-    rss_before = current_rss_bytes()
-    reset_peak_rss()
-    on_gpu = trainer.args.device.type == "cuda"
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats(trainer.args.device)
-    started = time.perf_counter()
-    batches = search_batches(trainer, config, hp)
-    result = mask_search(trainer.model, batches, hp["target_removal"])
-    close_units(trainer.model, result)
-    seconds = time.perf_counter() - started
-    measured = {"train_seconds": seconds, "train_runtime_reported": None, "steps_this_process": 0,
-                "eval_seconds_during_training": 0.0, "seconds_per_step": None, "resumed_from_step": None,
-                "peak_rss_bytes": peak_rss_bytes(), "rss_before_training_bytes": rss_before,
-                "peak_gpu_bytes": torch.cuda.max_memory_allocated(trainer.args.device) if on_gpu else None}
+    with measured_stage(trainer.args.device) as measured:
+        batches = search_batches(trainer, config, hp)
+        result = mask_search(trainer.model, batches, hp["target_removal"])
+        close_units(trainer.model, result)
+    measured.update({"train_runtime_reported": None, "steps_this_process": 0, "eval_seconds_during_training": 0.0,
+                     "seconds_per_step": None, "resumed_from_step": None})
     return measured, {"examples": sum(len(b["input_ids"]) for b in batches), **result.to_dict()}

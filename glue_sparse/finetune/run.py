@@ -15,18 +15,11 @@ import json
 import logging
 import os
 import shutil
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from glue_sparse.common.run_environment import (
-    current_rss_bytes,
-    git_state,
-    package_versions,
-    peak_rss_bytes,
-    reset_peak_rss,
-)
+from glue_sparse.common.run_environment import git_state, measured_stage, package_versions
 from glue_sparse.finetune.mask_search import check_architecture, search_and_measure
 from glue_sparse.finetune.models import build_trainer, resolve_base_model
 from glue_sparse.finetune.options import (
@@ -228,28 +221,17 @@ def _train_and_measure(trainer: Any, task_dir: Path, state: str) -> dict[str, An
     """Train (an unfinished run from its newest checkpoint) and return run.json's time and memory fields:
     wall time with and without the evaluations this process ran, steps, peak and starting RSS, and the
     peak GPU memory allocated on a GPU."""
-    import torch
-
-    rss_before = current_rss_bytes()
-    reset_peak_rss()
-    on_gpu = trainer.args.device.type == "cuda"
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats(trainer.args.device)
     last, start_step = _resume_point(task_dir, state)
-    started = time.perf_counter()
-    output = trainer.train(resume_from_checkpoint=last)
-    train_seconds = time.perf_counter() - started
-    peak = peak_rss_bytes()
-    peak_gpu = torch.cuda.max_memory_allocated(trainer.args.device) if on_gpu else None
+    with measured_stage(trainer.args.device) as measured:
+        output = trainer.train(resume_from_checkpoint=last)
     steps_here = trainer.state.global_step - start_step
     evaluations = _epoch_metrics(trainer.state.log_history)
     eval_seconds = sum(e.get("runtime", 0.0) for e in evaluations if e.get("step", 0) > start_step)
-    step_seconds = max(train_seconds - eval_seconds, 0.0)
-    return {"train_seconds": train_seconds, "train_runtime_reported": output.metrics.get("train_runtime"),
+    step_seconds = max(measured["train_seconds"] - eval_seconds, 0.0)
+    return {**measured, "train_runtime_reported": output.metrics.get("train_runtime"),
             "steps_this_process": steps_here, "eval_seconds_during_training": eval_seconds,
             "seconds_per_step": step_seconds / steps_here if steps_here else None,
-            "resumed_from_step": start_step or None, "peak_rss_bytes": peak, "rss_before_training_bytes": rss_before,
-            "peak_gpu_bytes": peak_gpu}
+            "resumed_from_step": start_step or None}
 
 
 def run_finetune(
