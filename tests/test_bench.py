@@ -519,3 +519,22 @@ def test_issue_51_targets_pick_the_best_gated_arm_on_shared_seeds(finished):
     lead = (by_label["gates-0.4 distill"]["glue_average"].mean - by_label["lora"]["glue_average"].mean) * 100
     assert f"gates-0.4 distill − lora = {lead:+.2f} points" in lora and ("met" in lora) == (lead >= 0)
     assert "train min" in write_report(grid, store.parent / "r51")["markdown"].read_text()
+
+
+def test_best_gated_arm_is_ranked_on_the_tasks_every_candidate_shares(finished):
+    """A variant run on one task is ranked on that task with the others, not against their mean over more
+    tasks (the issue-51 parts ran task by task)."""
+    _, store, _ = finished
+    rows = read_store(store)
+
+    def arm(label: str, method: str, shift_by_task: dict[str, float], **hp) -> list[dict]:
+        return [dict(r, label=label, method=method, key=label + r["key"],
+                     hyperparameters={**r["hyperparameters"], **hp},
+                     flat_metrics={k: v + shift_by_task[r["task"]] for k, v in r["flat_metrics"].items()})
+                for r in rows if r["label"] == "gates-0.4" and r["task"] in shift_by_task]
+
+    grid = [r for r in rows if r["label"] == "full"] + arm("gates-0.4", "gates", {"rte": 0.0, "stsb": 0.0})
+    grid += arm("gates+full-0.4", "gates+full", {"rte": 0.5})  # RTE only: the best arm on RTE
+    grid += arm("gates-0.4 distill", "gates", {"rte": 0.1, "stsb": 1.0}, distill=True)  # best on its own two tasks
+    best = [line for line in targets(summarise(grid)) if "best gated arm" in line]
+    assert best and all("gates+full-0.4 − " in line for line in best), best
