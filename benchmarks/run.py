@@ -39,6 +39,10 @@ SUITE: dict[str, Benchmark] = {
     "removal-drift": Benchmark("removal_drift.py", "removed share of gated weights vs the gate learning rate "
                                "(tiny BERT, fixture RTE): the removal recipe against gates shut by training",
                                ("--out", "{out}/drift", "--gate-lrs", "1", "--scores", "logit", "--epochs", "1")),
+    "thread-determinism": Benchmark(
+        "thread_determinism.py", "MiniLM fine-tuning steps at 1 vs 2 intra-op threads: gradients, weights and "
+        "validation logits that differ (why a re-trained teacher need not match its full row)",
+        ("--data-dir", "{data}", "--out", "{out}/threads", "--steps", "1", "--batch-size", "2")),
     "cli-startup": Benchmark("cli_startup.py", "glue-sparse --help and subcommand --help vs python -c pass",
                              ("--runs", "1")),
     "startup-hook": Benchmark("startup_hook.py", "python start-up with the lazy lm-eval hook on vs off", ("1",)),
