@@ -23,25 +23,31 @@ if not os.environ.get("PYTHONPATH"):  # this checkout, unless the command chose 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 
-from glue_sparse.common.packaged import minilm_path, model_identity  # noqa: E402
+from glue_sparse.common.packaged import model_identity  # noqa: E402
+from glue_sparse.finetune.models import build_model, resolve_base_model  # noqa: E402
+from glue_sparse.finetune.options import FinetuneConfig  # noqa: E402
 from glue_sparse_tasks.atomic import write_json_atomic  # noqa: E402
 from glue_sparse_tasks.data import load_glue_rows  # noqa: E402
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS  # noqa: E402
 
 
-def batches(tokenizer, rows: list[dict], size: int) -> list[dict]:
-    return [tokenizer([r["sentence1"] for r in rows[i:i + size]], [r["sentence2"] for r in rows[i:i + size]],
-                      truncation=True, max_length=128, padding=True, return_tensors="pt")
-            | {"labels": torch.tensor([r["label"] for r in rows[i:i + size]])}
+def batches(tokenizer, config: FinetuneConfig, rows: list[dict], size: int) -> list[dict]:
+    """Padded batches of the task's text fields, cut at the fine-tune's tokens per example."""
+    spec = GLUE_TASKS[config.task]
+    label_type = torch.float32 if spec.is_regression else torch.long
+    return [tokenizer(*[[r[f] for r in rows[i:i + size]] for f in spec.text_fields], truncation=True,
+                      max_length=config.max_length, padding=True, return_tensors="pt")
+            | {"labels": torch.tensor([r["label"] for r in rows[i:i + size]], dtype=label_type)}
             for i in range(0, len(rows), size)]
 
 
-def train(model_path: str, threads: int, train_batches: list[dict], eval_batch: dict, steps: int) -> dict:
+def train(config: FinetuneConfig, threads: int, train_batches: list[dict], eval_batch: dict, steps: int) -> dict:
     """Train ``steps`` AdamW steps from the same seed at ``threads`` threads; first gradients, weights, logits."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
+    model = build_model(config, {}, resolve_base_model(config.base_model))  # the full arm's model and head
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     first_grads = None
     for step in range(steps):
@@ -61,7 +67,8 @@ def train(model_path: str, threads: int, train_batches: list[dict], eval_batch: 
 def drift(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict:
     differ = [k for k in a if not torch.equal(a[k], b[k])]
     return {"tensors": len(a), "differ": len(differ),
-            "largest_abs_difference": max(((a[k] - b[k]).abs().max().item() for k in differ), default=0.0)}
+            "largest_abs_difference": max(((a[k] - b[k]).abs().max().item() for k in differ), default=0.0),
+            "modules_that_differ": sorted({k.rsplit(".", 2)[-2] for k in differ})}  # e.g. LayerNorm, query
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,19 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, nargs=2, default=[1, 2])
     args = parser.parse_args(argv)
-    model_path = args.model or minilm_path()
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    config = FinetuneConfig(task=args.task, method="full", base_model=args.model)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_base_model(config.base_model))
     train_rows = load_glue_rows(args.task, "train", args.data_dir, limit=4 * args.batch_size, use_hub=False)[0]
     eval_rows = load_glue_rows(args.task, "validation", args.data_dir, limit=64, use_hub=False)[0]
-    train_batches = batches(tokenizer, train_rows, args.batch_size)
-    eval_batch = batches(tokenizer, eval_rows, len(eval_rows))[0]
+    train_batches = batches(tokenizer, config, train_rows, args.batch_size)
+    eval_batch = batches(tokenizer, config, eval_rows, len(eval_rows))[0]
     # the first thread count twice: the control that says the training is deterministic at a fixed count
-    runs = [train(model_path, n, train_batches, eval_batch, args.steps) for n in (*args.threads, args.threads[0])]
+    runs = [train(config, n, train_batches, eval_batch, args.steps) for n in (*args.threads, args.threads[0])]
     flips = int((runs[0]["logits"].argmax(-1) != runs[1]["logits"].argmax(-1)).sum())
     result = {
         "model": model_identity(args.model), "torch": torch.__version__, "task": args.task, "threads": args.threads,
-        "steps": args.steps,
-        "batch_size": args.batch_size,
+        "steps": args.steps, "batch_size": args.batch_size,
         "first_step_gradients": drift(runs[0]["grads"], runs[1]["grads"]),
         "weights_after_steps": drift(runs[0]["weights"], runs[1]["weights"]),
         "validation_logits_largest_abs_difference": (runs[0]["logits"] - runs[1]["logits"]).abs().max().item(),
