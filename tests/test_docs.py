@@ -42,7 +42,8 @@ def test_readme_glue_headline_is_the_converged_report():
         rows = {r["method"]: r for r in csv.DictReader(f) if r["regime"] == "limited"}
     cell = _headline("MiniLM, limited regime")
     for name, method in [("full", "full"), ("gates", "gates r0.3"), ("gates+full", "gates+full r0.3"),
-                         ("magnitude", "magnitude r0.3")]:
+                         ("magnitude", "magnitude r0.3"), ("gates+full distilled", "gates+full r0.3 distill"),
+                         ("mask search", "mask-search r0.3")]:
         mean_sd = rows[method]["GLUE avg"].split(" (")[0]  # "67.2 ± 0.2 (67.3)": mean ± sd (median)
         assert f"{name} {mean_sd}" in cell, (method, mean_sd, cell)
 
