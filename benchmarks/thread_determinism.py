@@ -23,24 +23,22 @@ if not os.environ.get("PYTHONPATH"):  # this checkout, unless the command chose 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
+from transformers import AutoTokenizer, DataCollatorWithPadding  # noqa: E402
 
 from glue_sparse.common.packaged import model_identity  # noqa: E402
-from glue_sparse.finetune.models import build_model, resolve_base_model  # noqa: E402
+from glue_sparse.finetune.models import build_model, resolve_base_model, tokenize  # noqa: E402
 from glue_sparse.finetune.options import FinetuneConfig  # noqa: E402
 from glue_sparse_tasks.atomic import write_json_atomic  # noqa: E402
-from glue_sparse_tasks.data import load_glue_rows  # noqa: E402
-from glue_sparse_tasks.glue_tasks import GLUE_TASKS  # noqa: E402
+from glue_sparse_tasks.data import load_glue_split  # noqa: E402
 
 
-def batches(tokenizer, config: FinetuneConfig, rows: list[dict], size: int) -> list[dict]:
-    """Padded batches of the task's text fields, cut at the fine-tune's tokens per example."""
-    spec = GLUE_TASKS[config.task]
-    label_type = torch.float32 if spec.is_regression else torch.long
-    return [tokenizer(*[[r[f] for r in rows[i:i + size]] for f in spec.text_fields], truncation=True,
-                      max_length=config.max_length, padding=True, return_tensors="pt")
-            | {"labels": torch.tensor([r["label"] for r in rows[i:i + size]], dtype=label_type)}
-            for i in range(0, len(rows), size)]
+def batches(tokenizer, config: FinetuneConfig, split: str, data_dir: str, rows: int, size: int) -> list[dict]:
+    """The first ``rows`` of a split in padded batches of ``size``, through the fine-tune's own tokenising and
+    collating (its text fields, tokens per example and label type)."""
+    encoded = tokenize(load_glue_split(config.task, split, data_dir, limit=rows, use_hub=False), tokenizer,
+                       config.task, config.max_length)
+    collate = DataCollatorWithPadding(tokenizer)
+    return [collate([encoded[j] for j in range(i, min(i + size, len(encoded)))]) for i in range(0, len(encoded), size)]
 
 
 def train(config: FinetuneConfig, threads: int, train_batches: list[dict], eval_batch: dict, steps: int) -> dict:
@@ -83,10 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = FinetuneConfig(task=args.task, method="full", base_model=args.model)
     tokenizer = AutoTokenizer.from_pretrained(resolve_base_model(config.base_model))
-    train_rows = load_glue_rows(args.task, "train", args.data_dir, limit=4 * args.batch_size, use_hub=False)[0]
-    eval_rows = load_glue_rows(args.task, "validation", args.data_dir, limit=64, use_hub=False)[0]
-    train_batches = batches(tokenizer, config, train_rows, args.batch_size)
-    eval_batch = batches(tokenizer, config, eval_rows, len(eval_rows))[0]
+    train_batches = batches(tokenizer, config, "train", args.data_dir, 4 * args.batch_size, args.batch_size)
+    eval_batch = batches(tokenizer, config, "validation", args.data_dir, 64, 64)[0]
     # the first thread count twice: the control that says the training is deterministic at a fixed count
     runs = [train(config, n, train_batches, eval_batch, args.steps) for n in (*args.threads, args.threads[0])]
     flips = int((runs[0]["logits"].argmax(-1) != runs[1]["logits"].argmax(-1)).sum())
@@ -96,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_step_gradients": drift(runs[0]["grads"], runs[1]["grads"]),
         "weights_after_steps": drift(runs[0]["weights"], runs[1]["weights"]),
         "validation_logits_largest_abs_difference": (runs[0]["logits"] - runs[1]["logits"]).abs().max().item(),
-        "validation_predictions_that_differ": f"{flips} of {len(eval_rows)}",
+        "validation_predictions_that_differ": f"{flips} of {len(runs[0]['logits'])}",
         "control_same_threads_twice": {"weights_after_steps": drift(runs[0]["weights"], runs[2]["weights"]),
                                        "validation_logits_equal": torch.equal(runs[0]["logits"], runs[2]["logits"])},
     }
