@@ -65,6 +65,10 @@ SUITE: dict[str, Benchmark] = {
     "minilm-converged-kd": Benchmark("minilm_converged_kd.sh",
                                      "issue #51's arms of the converged MiniLM grid (distilled, mask-search), one "
                                      "task and seed per part (results/minilm_converged/kd-*)", None),
+    "minilm-levels": Benchmark("minilm_levels.sh",
+                               "issue #61's arms of the converged MiniLM grid at 30, 50 and 70% removed (gated arms "
+                               "from the full run and from mask search's mask), one task, seed and level per part "
+                               "(results/minilm_converged/levels-*)", None),
 }
 
 

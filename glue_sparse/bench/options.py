@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from glue_sparse.common.targets import BenchTargets
-from glue_sparse.finetune.options import REMOVAL_METHODS, SOURCE_METHODS, FinetuneConfig, full_source_config
+from glue_sparse.finetune.options import (
+    REMOVAL_METHODS,
+    SOURCE_METHODS,
+    FinetuneConfig,
+    builds_on_run,
+    full_source_config,
+)
 from glue_sparse_tasks.errors import UserInputError
 
 #: Per-method grid overrides in a bench config (everything else in a method entry is a fine-tuning option).
@@ -176,7 +182,7 @@ class BenchConfig:
                         if not self.covers(spec, task, regime, seed) or not (whole or self.in_part(cell)):
                             continue
                         config = cell["config"] = self.cell_config(spec, task, regime, seed)
-                        builds_on_full = spec.method in SOURCE_METHODS or (config.distill and not config.teacher)
+                        builds_on_full = builds_on_run(config) or (config.distill and not config.teacher)
                         cell["full_label"] = self.full_label(config) if builds_on_full else None
                         cells.append(cell)
         yield from sorted(cells, key=lambda cell: cell["method"] in SOURCE_METHODS or bool(cell["full_label"]))

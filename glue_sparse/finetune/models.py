@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from glue_sparse.common.packaged import minilm_path
-from glue_sparse.finetune.options import BACKBONE_METHODS, LORA_METHODS, REMOVAL_GATE_TRAVEL, FinetuneConfig
+from glue_sparse.finetune.options import (
+    BACKBONE_METHODS,
+    LORA_METHODS,
+    REMOVAL_GATE_TRAVEL,
+    SOURCE_METHODS,
+    FinetuneConfig,
+)
 from glue_sparse.finetune.teacher import teacher_logits, teacher_model
 from glue_sparse_tasks.console import is_verbose
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
@@ -111,11 +117,15 @@ def magnitude_model(source: Path, target_removal: float) -> Any:
     return model
 
 
-def source_model(config: FinetuneConfig, source: Path, target_removal: float) -> Any:
-    """The model a run that prunes a full fine-tune starts from: magnitude-masked (and trainable), or
-    with every gate open for mask search to close."""
-    return magnitude_model(source, target_removal) if config.method == "magnitude" else gated_source(
-        source, target_removal)
+def source_model(config: FinetuneConfig, hp: dict[str, Any], source: Path) -> Any:
+    """The model a run that builds on a full fine-tune starts from: magnitude-masked (and trainable), with
+    every gate open for mask search to close, or (a gate method) the method's own model around that
+    fine-tune's weights and trained head instead of the pre-trained model."""
+    if config.method == "magnitude":
+        return magnitude_model(source, hp["target_removal"])
+    if config.method == "mask-search":
+        return gated_source(source, hp["target_removal"])
+    return build_model(config, hp, str(source))
 
 
 def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any], world_size: int = 1) -> int:
@@ -149,7 +159,7 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
     base = resolve_base_model(config.base_model)
     tokenizer = AutoTokenizer.from_pretrained(base)
     set_seed(config.seed)
-    model = source_model(config, source, hp["target_removal"]) if source else build_model(config, hp, base)
+    model = source_model(config, hp, source) if source else build_model(config, hp, base)
     inner = getattr(model, "base_model", model)
     max_length = max_input_length(getattr(inner, "config", model.config), tokenizer, default=config.max_length)
     train_tok = tokenize(train, tokenizer, config.task, max_length)
@@ -165,7 +175,7 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=glue_compute_metrics(config.task), callbacks=list(callbacks),
         gate_learning_rate=gate_learning_rate(hp, optimizer_steps(len(train_tok), config, hp, processes.num_processes)),
-        masks_fixed=source is not None,
+        masks_fixed=config.method in SOURCE_METHODS,  # a gate method over a full fine-tune runs its schedule
         backbone_trains=config.method in BACKBONE_METHODS,
         distillation=distillation,
         hidden_distillation=hidden,

@@ -101,6 +101,11 @@ SOURCE_METHODS = ("magnitude", "mask-search")
 WHOLE_MODEL_METHODS = (*BACKBONE_METHODS, "mask-search")
 #: Methods whose base weights stay frozen: only the adapter and the task head train.
 ADAPTER_METHODS = ("lora", "gates", "gates+lora")
+#: Where a gate method starts (``start_from``): the pre-trained model with a fresh head (the default); the full
+#: fine-tune of its task and seed with every gate open (``full``), as magnitude and mask-search start; or that
+#: fine-tune with the heads and FFN channels that mask search (Kwon et al. 2022) would remove starting closed
+#: (``mask-search``), which the removal schedule may then revise on its way to the same removal.
+START_POINTS = ("pretrained", "full", "mask-search")
 
 
 class FinetuneConfigError(UserInputError):
@@ -162,8 +167,13 @@ class TrainingOptions(DeviceOptions):
         None, "removal recipe: rank gates for closing by 'taylor' (accumulated |dL/dz * z|), 'logit' or 'random' "
               "(seeded; the control); default " + ", ".join(f"{m} {s}" for m, s in REMOVAL_SCORE.items())
               + ", gates+full SparseGatesConfig's default")
-    from_run: str | None = option(None, "magnitude, mask-search: a finished full run folder to prune (default: "
-                                         "train a full run first, with this run's training options, under "
+    start_from: str | None = option(
+        None, "gate methods: where training starts: 'pretrained' (default: the base model with a fresh head), 'full' "
+              "(the full fine-tune of this task and seed, every gate open) or 'mask-search' (that fine-tune with the "
+              "heads and FFN channels mask search would remove starting closed; the schedule may revise them)")
+    from_run: str | None = option(None, "magnitude, mask-search, and gate methods with --start-from full or "
+                                         "mask-search: a finished full run folder to start from (default: train a "
+                                         "full run first, with this run's training options, under "
                                          "<output>/magnitude-source/)", aliases=("--from",))
     model_selection: str = option("last", "final model: 'last' epoch or 'best' validation epoch (optimistic)",
                                    aliases=("--select",))
@@ -273,8 +283,16 @@ class FinetuneConfig(TrainingOptions):
         if self.target_removal is not None and self.method not in REMOVAL_METHODS:
             raise FinetuneConfigError(f"--target-removal was given with method {self.method!r}; it applies to "
                                       f"{', '.join(REMOVAL_METHODS)}")
-        if self.from_run is not None and self.method not in SOURCE_METHODS:
-            raise FinetuneConfigError(f"--from applies to methods {', '.join(SOURCE_METHODS)}, not {self.method!r}")
+        if self.start_from is not None and self.start_from not in START_POINTS:
+            raise FinetuneConfigError(f"--start-from {self.start_from!r}: expected one of {', '.join(START_POINTS)}")
+        if self.start_from not in (None, "pretrained") and self.method not in GATE_METHODS:
+            raise FinetuneConfigError(f"--start-from {self.start_from} applies to methods {', '.join(GATE_METHODS)}, "
+                                      f"not {self.method!r}")
+        if self.from_run is not None and not builds_on_run(self):
+            raise FinetuneConfigError(f"--from applies to methods {', '.join(SOURCE_METHODS)} and to gate methods "
+                                      f"with --start-from full or mask-search, not {self.method!r}"
+                                      + (" starting from the pre-trained model" if self.method in GATE_METHODS
+                                         else ""))
         if self.mask_search_examples is not None and (self.method != "mask-search" or self.mask_search_examples <= 0):
             raise FinetuneConfigError(f"--mask-search-examples {self.mask_search_examples}: a positive count, for "
                                       f"method mask-search (this run: {self.method!r})")
@@ -287,6 +305,9 @@ class FinetuneConfig(TrainingOptions):
             if recipe == "reference" and self.removal_score is not None:
                 raise FinetuneConfigError("--removal-score belongs to the removal recipe; the reference recipe "
                                           "closes no gate by ranking")
+            if recipe == "reference" and self.start_from == "mask-search":
+                raise FinetuneConfigError("--start-from mask-search closes units to the requested removal, which the "
+                                          "reference recipe cannot ask for; use --recipe removal")
             if recipe == "removal" and self.target_sparsity is not None:
                 raise FinetuneConfigError("--target-sparsity is the reference regulariser's knob; the removal "
                                           "recipe is steered by --target-removal alone (pass --recipe reference "
@@ -317,6 +338,8 @@ class FinetuneConfig(TrainingOptions):
             out["removal_score"] = removal_score_default(self.method)
         if self.method not in ADAPTER_METHODS:
             del out["train_pooler"]  # every weight trains anyway; their identity (and finished runs) stay as before
+        if self.start_from in (None, "pretrained"):  # runs from the pre-trained model keep the identity they had
+            del out["start_from"]
         if self.method in SOURCE_METHODS:
             out["target_removal"] = self.target_removal if self.target_removal is not None else DEFAULT_TARGET_REMOVAL
         for key, value in DISTILL_DEFAULTS.items():
@@ -337,44 +360,18 @@ class FinetuneConfig(TrainingOptions):
         return [f.name for f in fields(cls)]
 
 
-METHOD_NOTES = {
-    "full": "every weight",
-    "lora": "r {lora_r}, alpha {lora_alpha}, dropout {lora_dropout:g} on query/value (PEFT's BERT default), and the "
-            "head (classifier and, `--train_pooler`, BERT's pooler)",
-    "gates": "head (as LoRA's) and gated biases; recipe `removal`: remove `--target-removal` ({target_removal:g}) "
-             "of gated weights, exactly, closing the gates ranked lowest by `{ranking}`",
-    "gates+lora": "gates as above (ranked by `{ranking}`) plus LoRA r {lora_r}, alpha {lora_alpha} inside every gated "
-                  "layer",
-    "gates+full": "gates as above, ranked by `{ranking}`, while every weight fine-tunes (structured pruning during "
-                  "full fine-tuning)",
-    "magnitude": "structured magnitude pruning of a full fine-tune at `--target-removal`, then every weight "
-                 "re-fine-tuned with the masks held",
-    "mask-search": "nothing (post-training): heads and FFN channels of a full fine-tune removed at `--target-removal` "
-                   "by the Fisher of their masks, the kept masks tuned by least squares on "
-                   f"{MASK_SEARCH_EXAMPLES} training examples (Kwon et al. 2022)",
-}
+def builds_on_run(config: TrainingOptions) -> bool:
+    """Whether the run starts from a full fine-tune (``from_run``, or one trained first): magnitude and
+    mask-search always, a gate method with ``start_from`` full or mask-search."""
+    return config.method in SOURCE_METHODS or (config.method in GATE_METHODS
+                                                and config.start_from in ("full", "mask-search"))
 
 
-def _ranking(method: str) -> str | None:
-    return removal_score_default(method) if method in GATE_METHODS else None
-
-
-def defaults_markdown() -> str:
-    """The defaults table of docs/fine-tuning.md, rendered from the one source (this module)."""
-    notes = {**LORA_DEFAULTS, "target_removal": DEFAULT_TARGET_REMOVAL}
-    general = TrainingOptions()
-    lines = ["| method | learning rate | weight decay | trains |", "|---|---|---|---|"]
-    lines += [f"| {m} | {DEFAULT_LR[m]:g} | {DEFAULT_WEIGHT_DECAY[m]:g} | "
-              f"{METHOD_NOTES[m].format(**notes, ranking=_ranking(m))} |" for m in METHODS]
-    lines += ["", f"All methods: batch {GENERAL_TRAINING['batch_size']}, {general.epochs:g} epochs, max length "
-              f"{general.max_length}, {GENERAL_TRAINING['lr_scheduler']} schedule with "
-              f"{GENERAL_TRAINING['warmup_ratio']:.0%} warm-up, gradient clipping "
-              f"{GENERAL_TRAINING['max_grad_norm']:g}, "
-              f"evaluation every epoch, model selection `{general.model_selection}`; the limited regime keeps the "
-              f"first {LIMITED_TRAIN_ROWS:,} training rows. The `reference` gate recipe: batch "
-              f"{RECIPE_TRAINING['reference']['batch_size']}, lr {RECIPE_TRAINING['reference']['learning_rate']:g}, "
-              f"{RECIPE_TRAINING['reference']['lr_scheduler']} schedule, no warm-up, no clipping."]
-    return "\n".join(lines)
+def saves_whole_model(config: TrainingOptions) -> bool:
+    """Whether the run is saved as a plain model with its masks folded in (not as an adapter): every method that
+    trains or prunes the backbone, and a gate adapter over another run's weights (an adapter file would point
+    at that run's folder, which need not travel with it)."""
+    return config.method in WHOLE_MODEL_METHODS or (config.method in GATE_METHODS and builds_on_run(config))
 
 
 def full_source_config(config: FinetuneConfig) -> FinetuneConfig:
@@ -387,4 +384,4 @@ def full_source_config(config: FinetuneConfig) -> FinetuneConfig:
     if config.method not in ("full", "magnitude"):
         own.update(learning_rate=None, weight_decay=None)
     return replace(config, method="full", prune=False, from_run=None, distill=False, teacher=None,
-                   distill_hidden=None, mask_search_examples=None, **own)
+                   distill_hidden=None, mask_search_examples=None, start_from=None, **own)

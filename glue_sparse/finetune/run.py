@@ -14,20 +14,29 @@ import copy
 import json
 import logging
 import os
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from glue_sparse.common.run_environment import git_state, measured_stage, package_versions
-from glue_sparse.finetune.mask_search import check_architecture, search_and_measure
+from glue_sparse.common.packaged import model_identity
+from glue_sparse.finetune.mask_search import (
+    START_MASK_FILE,
+    check_architecture,
+    search_and_measure,
+    start_closed,
+    start_mask_outcome,
+)
 from glue_sparse.finetune.models import build_trainer, resolve_base_model
 from glue_sparse.finetune.options import (
     SOURCE_METHODS,
-    WHOLE_MODEL_METHODS,
     FinetuneConfig,
     FinetuneConfigError,
+    builds_on_run,
     full_source_config,
+    saves_whole_model,
 )
 from glue_sparse.finetune.run_dir import CHECKPOINTS, identity, output_dir_state, prepare_output_dir
 from glue_sparse.finetune.teacher import check_teacher
@@ -47,20 +56,40 @@ MAGNITUDE_SOURCE = "magnitude-source"
 
 
 def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:
-    """The full fine-tune a magnitude or mask-search run prunes: ``from_run`` (checked) or one trained here first."""
+    """The full fine-tune a run builds on (magnitude and mask-search prune it, a gate method with ``start_from``
+    starts from it): ``from_run`` (checked) or one trained here first."""
     if config.from_run is not None:
         root = Path(config.from_run)
         source = root if (root / RUN_FILE).is_file() else root / config.task
         if not (source / RUN_FILE).is_file():
             raise FinetuneConfigError(f"--from {config.from_run}: no finished run for task {config.task!r} "
                                       f"(looked for {source / RUN_FILE})")
-        record = json.loads((source / RUN_FILE).read_text())
-        if record.get("method") != "full" or record.get("task") != config.task:
-            raise FinetuneConfigError(f"--from {source}: a {config.method} run needs full fine-tuned weights for "
-                                      f"{config.task!r}, but that folder holds a {record.get('method')!r} run "
-                                      f"for {record.get('task')!r}")
+        check_source(config, source)
         return source
     return full_source(config, output_dir, data_dir, use_hub)
+
+
+def check_source(config: FinetuneConfig, source: Path) -> None:
+    """Refuse, in one line and before this run's folder exists, a ``--from`` run that is not a full fine-tune of
+    this task, of this run's base model, with this task's label count."""
+    record = json.loads((source / RUN_FILE).read_text())
+    if record.get("method") != "full" or record.get("task") != config.task:
+        raise FinetuneConfigError(f"--from {source}: a {config.method} run needs full fine-tuned weights for "
+                                  f"{config.task!r}, but that folder holds a {record.get('method')!r} run "
+                                  f"for {record.get('task')!r}")
+    expected = GLUE_TASKS[config.task].num_labels
+    if record.get("num_labels", expected) != expected:
+        raise FinetuneConfigError(f"--from {source}: {record.get('num_labels')} label(s), but {config.task} needs "
+                                  f"{expected}")
+    ours, theirs = model_identity(resolve_base_model(config.base_model)), record.get("base_model")
+    if theirs and _weight_hashes(theirs) != _weight_hashes(ours):  # a copied folder keeps its weights' hashes
+        raise FinetuneConfigError(f"--from {source}: fine-tuned from {theirs}, but this run's model is {ours}; "
+                                  "pass the same --model")
+
+
+def _weight_hashes(identity: str) -> set[str]:
+    """The sha256 digests a model identity names (its name and folder left aside)."""
+    return set(re.findall(r"sha256[ :]([0-9a-f]{64})", identity)) or {identity}
 
 
 def full_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:
@@ -86,9 +115,25 @@ def _sources(config: FinetuneConfig, output_dir: Path, data_dir: str | None,
     """(the config with its teacher, the full fine-tune a magnitude or mask-search run prunes): each found,
     or trained first, and checked before this run's folder exists."""
     config = _with_teacher(config, output_dir, data_dir, use_hub)
-    if config.method == "mask-search":
+    if "mask-search" in (config.method, config.start_from):
         check_architecture(config, resolve_base_model(config.base_model))
-    return config, magnitude_source(config, output_dir, data_dir, use_hub) if config.method in SOURCE_METHODS else None
+    return config, magnitude_source(config, output_dir, data_dir, use_hub) if builds_on_run(config) else None
+
+
+def _built_on(config: FinetuneConfig, source: Path | None, task_dir: Path, model: Any,
+              method_record: dict[str, Any]) -> dict[str, Any]:
+    """run.json's record of the full fine-tune a run was built on: magnitude and mask-search (under their
+    method's name) with what the method did to it, a gate method's ``start`` with the mask it started from
+    and how much of it the trained gates kept."""
+    if source is None:
+        return {}
+    where = os.path.relpath(source, task_dir)
+    if config.method in SOURCE_METHODS:
+        return {config.method.replace("-", "_"): {"source": where, **method_record}}
+    start: dict[str, Any] = {"from": config.start_from, "source": where}
+    if config.start_from == "mask-search":
+        start["mask"] = start_mask_outcome(json.loads((task_dir / START_MASK_FILE).read_text()), model)
+    return {"start": start}
 
 
 def _epoch_metrics(log_history: list[dict]) -> list[dict[str, Any]]:
@@ -165,7 +210,7 @@ def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: 
     """Write the trained model (gates+full, magnitude, mask-search: a plain HF folder with the masks folded in,
     an adapter as itself; full fine-tuning is saved by the Trainer) and return the pruned model to save
     with ``prune``, or None. Main process only."""
-    whole = config.method in WHOLE_MODEL_METHODS
+    whole = saves_whole_model(config)
     pruned = copy.deepcopy(model).merge_and_unload() if whole and config.prune else None
     if whole:
         model.merge_and_unload(prune=False).save_pretrained(str(task_dir))  # masks folded: a plain HF model
@@ -274,6 +319,8 @@ def run_finetune(
     one_shot = searched = None
     if config.method == "magnitude" and state == "fresh":
         one_shot = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
+    if config.start_from == "mask-search" and state == "fresh":  # a resumed run's gates come from its checkpoint
+        write_json_atomic(task_dir / START_MASK_FILE, start_closed(trainer, config, hp))
 
     if config.method == "mask-search":  # no training: the search and mask tuning are the run
         measured, searched = search_and_measure(trainer, config, hp)
@@ -283,13 +330,12 @@ def run_finetune(
         return {"status": "interrupted", "task": config.task, "global_step": trainer.state.global_step,
                 "max_steps": trainer.state.max_steps}
 
-    # what the run measured, and the saved models
     epochs = _epoch_metrics(trainer.state.log_history)
     final = _final_metrics(trainer, epochs, config)
     model = trainer.model.eval()
     # gates+full and magnitude train every weight (magnitude under fixed masks), mask-search none: count what
     # trained, not the adapter; they are saved as plain models with the closed rows and columns folded in
-    whole = config.method in WHOLE_MODEL_METHODS
+    whole = saves_whole_model(config)
     trained = 0 if searched else sum(p.numel() for p in model.parameters() if p.requires_grad) if whole else None
     accounting = parameter_accounting(model, trainable_parameters=trained)
     gate_prints = gather_object([gate_fingerprint(model)]) if config.method != "full" else None
@@ -298,12 +344,11 @@ def run_finetune(
     if not processes.is_main_process:
         processes.wait_for_everyone()  # the main process writes the run folder; wait for it
         return json.loads((task_dir / RUN_FILE).read_text())
+    built_on = _built_on(config, source, task_dir, model, searched or {
+        "one_shot_metrics": one_shot, "refinetune_steps": trainer.state.global_step})  # before saving folds gates
     pruned = _save_models(model, config, task_dir, tokenizer)
-    record = _run_record(config, hp, ident, trainer, (train, validation), accounting, task_dir, measured, epochs,
-                         final, gate_prints)
-    if source is not None:  # what the run was built on, and what the method did to it
-        record[config.method.replace("-", "_")] = {"source": os.path.relpath(source, task_dir), **(
-            searched or {"one_shot_metrics": one_shot, "refinetune_steps": trainer.state.global_step})}
+    record = {**_run_record(config, hp, ident, trainer, (train, validation), accounting, task_dir, measured, epochs,
+                            final, gate_prints), **built_on}
     if pruned is not None:
         pruned.save_pretrained(str(task_dir / PRUNED_SUBDIR))
         tokenizer.save_pretrained(str(task_dir / PRUNED_SUBDIR))

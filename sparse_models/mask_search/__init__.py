@@ -3,7 +3,7 @@ Pruning Framework for Transformers": heads and FFN channels chosen by the Fisher
 masks under a removal share, rearranged within each layer, their kept masks tuned by least squares, then
 removed through sparse gates. Written from the paper's equations; the baseline beside magnitude pruning."""
 
-from sparse_models.mask_search.pipeline import MaskSearchResult, close_units, mask_search
+from sparse_models.mask_search.pipeline import MaskSearchResult, close_units, mask_search, unit_gates
 from sparse_models.mask_search.units import LAYOUTS, encoder_layers
 
-__all__ = ["LAYOUTS", "MaskSearchResult", "close_units", "encoder_layers", "mask_search"]
+__all__ = ["LAYOUTS", "MaskSearchResult", "close_units", "encoder_layers", "mask_search", "unit_gates"]

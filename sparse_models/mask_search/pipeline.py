@@ -22,7 +22,7 @@ from sparse_models.mask_search.units import EncoderLayer, encoder_layers, unit_c
 from sparse_models.modules import unwrap_gated_model
 from sparse_models.removal import CLOSED_LOGIT, OPEN_LOGIT, gate_logits
 
-__all__ = ["MaskSearchResult", "mask_search", "close_units"]
+__all__ = ["MaskSearchResult", "mask_search", "close_units", "unit_gates"]
 
 
 @dataclass
@@ -80,11 +80,13 @@ def _tune(model: nn.Module, layers: list[EncoderLayer], plan_heads: list[list[in
     return report
 
 
-def mask_search(model: nn.Module, batches: list[dict[str, Any]], share: float, tune: bool = True) -> MaskSearchResult:
+def mask_search(model: nn.Module, batches: list[dict[str, Any]], share: float, tune: bool = True,
+                apply: bool = True) -> MaskSearchResult:
     """Choose the heads and channels of ``model`` (a fine-tuned classifier, or the sparse-gated model around
     one with every gate open; changed in place) whose removal
     is ``share`` of their weights (the nearest a channel allows), from the labelled ``batches``; with
-    ``tune`` refit the kept units' masks on the same batches (labels unused there) and fold them in."""
+    ``tune`` refit the kept units' masks on the same batches (labels unused there) and fold them in.
+    ``apply=False`` only chooses: no weight changes (a gate method that starts from the choice)."""
     started = time.perf_counter()
     model = unwrap_gated_model(model)  # the classifier inside sparse gates (all open), or the classifier
     layers = encoder_layers(model)
@@ -98,28 +100,35 @@ def mask_search(model: nn.Module, batches: list[dict[str, Any]], share: float, t
     channels = [rearrange(g, removed) for g, removed in zip(gradients.channels, plan.channels)]
     seconds["search"] = time.perf_counter() - started - seconds["fisher"]
     with torch.no_grad():
-        report = _tune(model, layers, heads, channels, batches) if tune else _zero(model, layers, heads, channels)
+        report = [] if not apply else _tune(model, layers, heads, channels, batches) if tune else _zero(
+            model, layers, heads, channels)
     seconds["tuning"] = time.perf_counter() - started - seconds["fisher"] - seconds["search"]
     return MaskSearchResult(heads, channels, plan.removed_weights, total, report, seconds)
 
 
-@torch.no_grad()
-def close_units(gated: nn.Module, result: MaskSearchResult) -> None:
-    """Close the gates of every removed unit (its q/k/v and FFN-input rows, its output columns) and open
-    every other gate, in ``gated``: the sparse-gated model wrapped around the searched classifier."""
-    logits = gate_logits(gated)
-    for parameter in logits.values():
-        parameter.fill_(OPEN_LOGIT)
-    layers = encoder_layers(unwrap_gated_model(gated))  # named as the gate logits are
-
-    def close(name: str, side: str, indices: list[int]) -> None:
-        if indices:
-            logits[f"{name}.{side}"][torch.tensor(indices, dtype=torch.long)] = CLOSED_LOGIT
-
-    for layer, heads, channels in zip(layers, result.heads, result.channels):
-        dims = [h * layer.head_dim + i for h in heads for i in range(layer.head_dim)]
+def unit_gates(gated: nn.Module, heads: list[list[int]], channels: list[list[int]]) -> dict[str, torch.Tensor]:
+    """The gates (keyed as ``gate_logits``: ``"<module>.row"``/``".col"`` -> indices) that remove the given heads
+    and FFN channels of each layer: their q/k/v and FFN-input rows, their output columns."""
+    out: dict[str, list[int]] = {}
+    for layer, layer_heads, layer_channels in zip(encoder_layers(unwrap_gated_model(gated)), heads, channels):
+        dims = [h * layer.head_dim + i for h in layer_heads for i in range(layer.head_dim)]
         for index in range(3):
-            close(layer.module(index), "row", dims)
-        close(layer.attention_output, "col", dims)
-        close(layer.ffn_input, "row", channels)
-        close(layer.ffn_output, "col", channels)
+            out[f"{layer.module(index)}.row"] = dims
+        out[f"{layer.attention_output}.col"] = dims
+        out[f"{layer.ffn_input}.row"] = list(layer_channels)
+        out[f"{layer.ffn_output}.col"] = list(layer_channels)
+    return {key: torch.tensor(indices, dtype=torch.long) for key, indices in out.items() if indices}
+
+
+@torch.no_grad()
+def close_units(gated: nn.Module, result: MaskSearchResult, closed: float = CLOSED_LOGIT,
+                opened: float | None = OPEN_LOGIT) -> None:
+    """Close the gates of every removed unit (its q/k/v and FFN-input rows, its output columns) and open
+    every other gate, in ``gated``: the sparse-gated model wrapped around the searched classifier. ``closed``
+    and ``opened`` are the logits they get (``opened=None``: other gates keep theirs)."""
+    logits = gate_logits(gated)  # named as the units' layers are
+    for parameter in logits.values():
+        if opened is not None:
+            parameter.fill_(opened)
+    for key, indices in unit_gates(gated, result.heads, result.channels).items():
+        logits[key][indices.to(logits[key].device)] = closed
