@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from glue_sparse.bench.frontier import FRONTIER_PLOT, TASKS_PLOT, level_verdicts, method_colour, plot_frontier, plot_tasks
 from glue_sparse.bench.report_targets import targets
 from glue_sparse.common.targets import DEFAULT_BENCH_TARGETS, BenchTargets
 from glue_sparse_tasks import scoring
@@ -98,6 +99,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
                                        and per_task[t].mean <= c),
             "target_removal": group[0]["hyperparameters"].get("target_removal"),
             "distill": bool(group[0]["hyperparameters"].get("distill")),
+            "start_from": group[0]["hyperparameters"].get("start_from"),
             "removal_errors": [abs(r["accounting"]["removed_share_of_gated"] - r["hyperparameters"]["target_removal"])
                                for r in group if r["hyperparameters"].get("target_removal")],
             "devices": sorted({str(r.get("device") or "cpu") for r in group}),
@@ -177,14 +179,16 @@ def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[li
     return header, body
 
 
-def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) -> None:
-    """One point per (method, removal) with the seed spread as error bars: the Pareto view."""
+def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) -> dict[str, str]:
+    """One point per (method, removal) with the seed spread as error bars: the Pareto view. Returns the
+    colour each drawn method got (one colour per method in every figure)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=120)
+    colours: dict[str, str] = {}
     for method in sorted({s["method"] for s in summaries}):
         for regime in sorted({s["regime"] for s in summaries}):
             group = [s for s in summaries if s["method"] == method and s["regime"] == regime
@@ -195,13 +199,15 @@ def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) 
             scale = 100 if y == "score" else 1
             xs = [s["removed_gated"].mean * 100 for s in group]
             ax.errorbar(xs, [v.mean * scale for v in values], yerr=[v.std * scale for v in values], fmt="o",
-                        capsize=3, label=f"{method} ({regime})")
+                        capsize=3, label=f"{method} ({regime})", color=method_colour(method),
+                        markerfacecolor=method_colour(method) if regime == "limited" else "white")
+            colours[method] = method_colour(method)
             for s, x_, v in zip(group, xs, values):
                 ax.annotate(f"{s['label']} (n={len(s['seeds'])})", (x_, v.mean * scale), textcoords="offset points",
                             xytext=(4, 4), fontsize=7)
     if y == "latency":
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xlim(left=-2)
+    ax.margins(x=0.1, y=0.1)  # no point on the frame's edge
     ax.set_xlabel("% of gated weights removed")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -211,6 +217,7 @@ def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) 
     fig.savefig(tmp)
     plt.close(fig)
     tmp.replace(path)
+    return colours
 
 
 def _score_axis_label(summaries: Sequence[dict[str, Any]], convention: str) -> str:
@@ -245,6 +252,15 @@ def write_report(rows: Sequence[dict[str, Any]], out_dir: str | Path, convention
     md += ["", "## Targets", *targets(summaries, goals), "",
            _pruned_line(summaries), _latency_provenance_line(rows),
            "", f"![score vs removed]({SCORE_PLOT})", f"![latency vs removed]({LATENCY_PLOT})", ""]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frontier = plot_frontier(summaries, out_dir / FRONTIER_PLOT)
+    if frontier is not None:
+        paths["frontier_plot"] = frontier
+        paths["tasks_plot"] = plot_tasks(summaries, out_dir / TASKS_PLOT)
+        md += ["## Frontier", "", "Per removal level, methods ranked by their average over the tasks every row of the "
+               "plot shares (train minutes: a cell's own training or search, its teacher not counted):", "",
+               *level_verdicts(summaries), "", f"![accuracy against speed-up and removal]({FRONTIER_PLOT})",
+               f"![per task]({TASKS_PLOT})", ""]
     paths["markdown"] = write_text_atomic(out_dir / REPORT_MD, "\n".join(line for line in md if line is not None))
     _plot(summaries, "score", _score_axis_label(summaries, convention), out_dir / SCORE_PLOT)
     _plot(summaries, "latency", "CPU eval speed-up, dense ms / pruned ms", out_dir / LATENCY_PLOT)

@@ -1,0 +1,69 @@
+"""The report's frontier (issue #61): methods as lines through their removal levels on the tasks every point
+shares, one colour per method in every figure, no point on a frame's edge, and per-level verdicts in words;
+read from the committed converged grid (real rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from glue_sparse.bench.frontier import frontier_figure, frontier_lines, level_verdicts, line_name, method_colour
+from glue_sparse.bench.report import LATENCY_PLOT, SCORE_PLOT, _plot, summarise, write_report
+from glue_sparse.bench.store import read_stores
+
+CONVERGED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "minilm_converged"
+
+
+@pytest.fixture(scope="module")
+def summaries():
+    return summarise(read_stores(sorted(CONVERGED.glob("*/results.jsonl"))))
+
+
+def test_an_arms_line_is_its_label_without_the_level():
+    names = {"gates+full r0.5 from-full distill": "gates+full from-full distill", "mask-search r0.7": "mask-search",
+             "gates reference": "gates reference", "full": "full"}
+    for label, line in names.items():
+        assert line_name({"label": label}) == line
+
+
+def test_only_rows_averaging_the_same_tasks_share_the_frontier(summaries):
+    tasks, lines, full = frontier_lines(summaries)
+    assert tasks == ["cola", "mrpc", "rte", "sst2", "stsb"] and full["regime"] == "limited"
+    assert all(s["regime"] == "limited" and s["average_tasks"] == tasks for group in lines.values() for s in group)
+    assert [s["target_removal"] for s in lines["gates"]] == [0.3, 0.5]  # one line through both levels
+    assert "gates reference" not in lines  # no asked removal: no level to draw it at
+
+
+def test_no_point_sits_on_a_frames_edge(summaries):
+    fig = frontier_figure(summaries)
+    for ax in fig.axes:
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        points = [line for line in ax.get_lines() if line.get_transform() == ax.transData]  # not the full line
+        assert points
+        for line in points:
+            for x, y in zip(line.get_xdata(), line.get_ydata()):
+                assert x0 < x < x1 and y0 < y < y1, (line.get_label(), x, y, (x0, x1), (y0, y1))
+
+
+def test_one_colour_per_method_in_every_figure(summaries, tmp_path):
+    score = _plot(summaries, "score", "score", tmp_path / SCORE_PLOT)
+    latency = _plot(summaries, "latency", "latency", tmp_path / LATENCY_PLOT)
+    assert set(latency) < set(score)  # full has no latency: the other methods keep their colours all the same
+    assert all(latency[m] == score[m] == method_colour(m) for m in latency)
+    assert len(set(score.values())) == len(score)  # and no two methods share one
+    fig = frontier_figure(summaries)
+    for container in fig.axes[1].containers:  # error bar containers carry each line's label
+        name = container.get_label().split(" (n=")[0]
+        method = next(m for m in sorted(score, key=len, reverse=True) if name.startswith(m))
+        assert container.lines[0].get_color() == method_colour(method), name
+
+
+def test_each_level_names_its_best_method_its_margin_and_whether_the_spread_covers_it(summaries, tmp_path):
+    verdicts = level_verdicts(summaries)
+    assert verdicts[0].startswith("- **30% removed**") and "best **mask-search** 66.8 ± 0.5 over 3 seeds" in verdicts[0]
+    assert "ahead of **gates+full distill**" in verdicts[0] and "by 1.52: outside the seeds' spread" in verdicts[0]
+    assert "one seed each, so no spread to judge it by" in verdicts[1]
+    paths = write_report(read_stores(sorted(CONVERGED.glob("*/results.jsonl"))), tmp_path)
+    text = Path(paths["markdown"]).read_text()
+    assert "## Frontier" in text and verdicts[0] in text and paths["frontier_plot"].stat().st_size > 10_000
