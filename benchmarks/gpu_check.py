@@ -217,7 +217,7 @@ def plain_loop(options, blocks, tokenizer, steps: int, device: str, precision: s
     """Median step seconds of forward, backward, clip, AdamW over the same model and batches, no Trainer;
     and the model's parameter count."""
     from glue_sparse.pretrain.run import build_model
-    from sparse_models.devices import autocast
+    from sparse_models.runtime.devices import autocast
 
     model = build_model(options, tokenizer).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, fused=device.startswith("cuda"))
@@ -241,7 +241,7 @@ def check_pretrain(size: Size, data: Path, scratch: Path, device: str, peak_tflo
     from glue_sparse.pretrain.data import PackedBlocks, lane_sources, load_tokenizer, train_source
     from glue_sparse.pretrain.options import PretrainOptions
     from glue_sparse.pretrain.run import run_pretrain
-    from sparse_models.devices import resolve_device, resolve_precision
+    from sparse_models.runtime.devices import resolve_device, resolve_precision
 
     config = size.pretrain_config
     if config == "tiny":

@@ -10,17 +10,18 @@ type with the transformers Auto classes.
 from __future__ import annotations
 
 import glue_sparse_tasks
+from glue_sparse_tasks.deprecations import removal_notice
 from sparse_models.accounting import ParameterAccounting, parameter_accounting
-from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
-from sparse_models.modeling_sparse_pruned import (
+from sparse_models.pruned import (
+    PrunedLinear,
     QueryKeyNarrowedAttention,
+    ResidualAddOutput,
+    SparsePrunedConfig,
     SparsePrunedForCausalLM,
     SparsePrunedForSequenceClassification,
     SparsePrunedModel,
     SparsePrunedPreTrainedModel,
 )
-from sparse_models.pruned_linear import PrunedLinear
-from sparse_models.residual_add import ResidualAddOutput
 from sparse_models.sparse_gates import SparseGatesConfig, SparseGatesModel
 from sparse_models.sparse_gates.pruning import plan_pruning
 
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 #: Names of the pruned classes before they were told apart from the adapter (``SparseGates*``) by
-#: more than one letter. Still importable (with a DeprecationWarning) until ``RENAMED_REMOVED_IN``, not
+#: more than one letter. Still importable (with a DeprecationWarning) until ``glue_sparse_tasks.deprecations``, not
 #: exported; saved configs naming them still load (the Auto classes go by ``model_type``, which did not
 #: change).
 RENAMED = {
@@ -51,15 +52,14 @@ RENAMED = {
     "SparseGatedForSequenceClassification": "SparsePrunedForSequenceClassification",
     "SparseGatedForCausalLM": "SparsePrunedForCausalLM",
 }
-RENAMED_REMOVED_IN = "0.2.0"
 
 
 def __getattr__(name: str):
     if name in RENAMED:
         import warnings
 
-        warnings.warn(f"sparse_models.{name} is now sparse_models.{RENAMED[name]}; the old name goes in "
-                      f"glue-sparse {RENAMED_REMOVED_IN}", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"sparse_models.{name} is now sparse_models.{RENAMED[name]}; "
+                      f"{removal_notice()}", DeprecationWarning, stacklevel=2)
         return globals()[RENAMED[name]]
     if name == "__version__":  # read once, in glue_sparse_tasks
         return glue_sparse_tasks.__version__

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from torch import nn
 
-from sparse_models.modeling_sparse_pruned import SparsePrunedPreTrainedModel
+from sparse_models.pruned.modeling_sparse_pruned import SparsePrunedPreTrainedModel
 from sparse_models.modules import unwrap_gated_model
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, SparseGatesLayer
 from sparse_models.sparse_gates.model import trained_parameter_count

@@ -15,26 +15,82 @@ from dataclasses import dataclass
 from typing import Any
 
 from glue_sparse_tasks.errors import UserInputError
+from sparse_models.pruned.residual_add import RESIDUAL_OUTPUT_TYPES
 
-__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "RESIDUAL_OUTPUT_TYPES", "HEAD_NARROWING_TYPES",
+__all__ = ["Chain", "DEFAULT_TARGET_MODULES", "CHAINS", "ENCODER_LAYOUTS", "EncoderLayout", "RESIDUAL_OUTPUT_TYPES", "HEAD_NARROWING_TYPES",
            "activation_name", "architecture_markdown", "default_target_modules", "linear_layer_names", "chains_for",
            "max_input_length"]
 
-_BERT_TARGETS = ("query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense")
+@dataclass(frozen=True)
+class Chain:
+    """Module-name suffixes inside one block: ``producers`` feed ``consumer`` through a zero-preserving map."""
+
+    producers: tuple[str, ...]
+    consumer: str
+    narrow: bool
+    needs_zero_activation: bool
+    mutual: bool = False
+
+
+@dataclass(frozen=True)
+class EncoderLayout:
+    """The six matrices of one encoder layer, as module paths inside the layer (transformers' own names), and
+    the config attribute that counts its attention heads: what gates target by default, what pruning chains
+    and what mask search splits into heads and FFN channels. ``query_key_pairs``: a query dimension and the
+    key dimension it multiplies can close together (not where relative positions are projected too)."""
+
+    query: str
+    key: str
+    value: str
+    attention_output: str
+    ffn_input: str
+    ffn_output: str
+    heads_attribute: str = "num_attention_heads"
+    query_key_pairs: bool = True
+
+    @property
+    def matrices(self) -> tuple[str, ...]:
+        """In role order: query, key, value, attention output, FFN input, FFN output."""
+        return self.query, self.key, self.value, self.attention_output, self.ffn_input, self.ffn_output
+
+    def chains(self) -> tuple[Chain, ...]:
+        """FFN input -> output (narrowed), value -> attention output (columns only), and query/key paired."""
+        return (Chain((self.ffn_input,), self.ffn_output, narrow=True, needs_zero_activation=True),
+                Chain((self.value,), self.attention_output, narrow=False, needs_zero_activation=False),
+                *((Chain((self.key,), self.query, narrow=False, needs_zero_activation=False, mutual=True),)
+                  if self.query_key_pairs else ()))
+
+
+_BERT = EncoderLayout("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                      "intermediate.dense", "output.dense")
+#: Encoders whose layers hold six separate matrices (the one source of their names). ModernBERT fuses
+#: q/k/v into ``Wqkv`` and its GLU's two inputs into ``Wi``, so it has no such layout: gates treat its
+#: matrices one by one and mask search refuses it.
+ENCODER_LAYOUTS: dict[str, EncoderLayout] = {
+    "bert": _BERT,
+    "roberta": _BERT,
+    "xlm-roberta": _BERT,
+    "electra": _BERT,
+    # Disentangled attention also projects the relative-position embeddings with key_proj/query_proj
+    # (share_att_key) or with their own pos_* projections, so no query/key pairing is claimed.
+    "deberta-v2": EncoderLayout("attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj",
+                                "attention.output.dense", "intermediate.dense", "output.dense",
+                                query_key_pairs=False),
+    "distilbert": EncoderLayout("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+                                "ffn.lin1", "ffn.lin2", heads_attribute="n_heads"),
+    # MPNet's relative-position bias is added to the scores, not projected: the q/k pairing holds.
+    "mpnet": EncoderLayout("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
+                           "intermediate.dense", "output.dense"),
+    # ALBERT shares one layer across depth: its modules (and so its gates and units) exist once.
+    "albert": EncoderLayout("attention.query", "attention.key", "attention.value", "attention.dense", "ffn",
+                            "ffn_output"),
+}
 _LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 # Module names as transformers' modeling files define them (modeling_<type>.py), attention projections
-# and both FFN matrices (the FineGates choice).
+# and both FFN matrices (the FineGates choice); suffixes, as PEFT matches target_modules.
 DEFAULT_TARGET_MODULES: dict[str, tuple[str, ...]] = {
-    "bert": _BERT_TARGETS,
-    "roberta": _BERT_TARGETS,
-    "xlm-roberta": _BERT_TARGETS,
-    "electra": _BERT_TARGETS,
-    "deberta-v2": ("query_proj", "key_proj", "value_proj", "attention.output.dense", "intermediate.dense",
-                   "output.dense"),
-    "distilbert": ("q_lin", "k_lin", "v_lin", "out_lin", "ffn.lin1", "ffn.lin2"),
-    "mpnet": ("attn.q", "attn.k", "attn.v", "attn.o", "intermediate.dense", "output.dense"),
-    "albert": ("attention.query", "attention.key", "attention.value", "attention.dense", "ffn", "ffn_output"),
+    **{model_type: layout.matrices for model_type, layout in ENCODER_LAYOUTS.items()},
     "modernbert": ("attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"),
     "gpt2": ("c_attn", "c_proj", "c_fc"),
     "opt": ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"),
@@ -48,22 +104,7 @@ DEFAULT_TARGET_MODULES: dict[str, tuple[str, ...]] = {
     "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),
 }
 
-@dataclass(frozen=True)
-class Chain:
-    """Module-name suffixes inside one block: ``producers`` feed ``consumer`` through a zero-preserving map."""
 
-    producers: tuple[str, ...]
-    consumer: str
-    narrow: bool
-    needs_zero_activation: bool
-    mutual: bool = False
-
-
-_BERT_CHAINS = (
-    Chain(("intermediate.dense",), "output.dense", narrow=True, needs_zero_activation=True),
-    Chain(("attention.self.value",), "attention.output.dense", narrow=False, needs_zero_activation=False),
-    Chain(("attention.self.key",), "attention.self.query", narrow=False, needs_zero_activation=False, mutual=True),
-)
 _LLAMA_CHAINS = (
     Chain(("mlp.gate_proj", "mlp.up_proj"), "mlp.down_proj", narrow=True, needs_zero_activation=True),
     Chain(("self_attn.v_proj",), "self_attn.o_proj", narrow=False, needs_zero_activation=False),
@@ -71,33 +112,7 @@ _LLAMA_CHAINS = (
 )
 
 CHAINS: dict[str, tuple[Chain, ...]] = {
-    "bert": _BERT_CHAINS,
-    "roberta": _BERT_CHAINS,
-    "xlm-roberta": _BERT_CHAINS,
-    "electra": _BERT_CHAINS,
-    # Disentangled attention also projects the relative-position embeddings with key_proj/query_proj
-    # (share_att_key) or with their own pos_* projections, so no query/key pairing is claimed.
-    "deberta-v2": (
-        Chain(("intermediate.dense",), "output.dense", narrow=True, needs_zero_activation=True),
-        Chain(("attention.self.value_proj",), "attention.output.dense", narrow=False, needs_zero_activation=False),
-    ),
-    "distilbert": (
-        Chain(("ffn.lin1",), "ffn.lin2", narrow=True, needs_zero_activation=True),
-        Chain(("attention.v_lin",), "attention.out_lin", narrow=False, needs_zero_activation=False),
-        Chain(("attention.k_lin",), "attention.q_lin", narrow=False, needs_zero_activation=False, mutual=True),
-    ),
-    # MPNet's relative-position bias is added to the scores, not projected: the q/k pairing holds.
-    "mpnet": (
-        Chain(("intermediate.dense",), "output.dense", narrow=True, needs_zero_activation=True),
-        Chain(("attention.attn.v",), "attention.attn.o", narrow=False, needs_zero_activation=False),
-        Chain(("attention.attn.k",), "attention.attn.q", narrow=False, needs_zero_activation=False, mutual=True),
-    ),
-    # ALBERT shares one layer across depth: its modules (and so its gates) exist once, as the chains do.
-    "albert": (
-        Chain(("ffn",), "ffn_output", narrow=True, needs_zero_activation=True),
-        Chain(("attention.value",), "attention.dense", narrow=False, needs_zero_activation=False),
-        Chain(("attention.key",), "attention.query", narrow=False, needs_zero_activation=False, mutual=True),
-    ),
+    **{model_type: layout.chains() for model_type, layout in ENCODER_LAYOUTS.items()},
     # ModernBERT and Phi-3 fuse q/k/v into one matrix and the GLU's two inputs into one (row j and row
     # j + intermediate both feed column j), which a one-to-one chain cannot express: per matrix only.
     "modernbert": (),
@@ -118,14 +133,6 @@ CHAINS: dict[str, tuple[Chain, ...]] = {
     "gemma2": _LLAMA_CHAINS,
     "gemma3_text": _LLAMA_CHAINS,
 }
-
-
-#: Model types whose residual adds happen inside output modules named ``*output`` holding ``dense``,
-#: ``dropout`` and ``LayerNorm`` and computing ``LayerNorm(dropout(dense(h)) + residual)`` (transformers'
-#: ``BertSelfOutput``/``BertOutput`` and their copies, ``DebertaV2*Output``, ``MPNetOutput``), so a
-#: row-pruned ``dense`` can add its kept rows straight into the residual (``sparse_models.residual_add``).
-#: GPT-2, Llama and the other decoders add in the block's own forward and keep the scatter.
-RESIDUAL_OUTPUT_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "deberta-v2", "mpnet")
 
 
 #: Model types whose self-attention reshapes by ``attention_head_size`` and scales by ``scaling`` (two

@@ -15,7 +15,7 @@ from typing import Any
 
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
-from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
+from sparse_models.pruned.configuration_sparse_pruned import SparsePrunedConfig
 
 RUN_FILE = "run.json"
 PRUNED_SUBDIR = "pruned"

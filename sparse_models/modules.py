@@ -1,5 +1,6 @@
-"""Finding and swapping submodules: the two helpers that gating, pruning and the pruned model classes
-all need, kept here so none of them imports another for them."""
+"""Finding the transformers model inside a gated one: what gating, pruning and accounting all need, kept
+here so none of them imports another for it (swapping a submodule is the pruned model's
+``replace_module``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from peft import PeftModel
 from peft.tuners.tuners_utils import BaseTuner
 from torch import nn
 
-__all__ = ["replace_module", "unwrap_gated_model"]
+__all__ = ["unwrap_gated_model"]
 
 
 def unwrap_gated_model(model: nn.Module) -> nn.Module:
@@ -17,10 +18,3 @@ def unwrap_gated_model(model: nn.Module) -> nn.Module:
     if isinstance(model, BaseTuner):
         model = model.model
     return model
-
-
-def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
-    """Put ``new`` where the submodule called ``name`` is."""
-    parent_name, _, child = name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    setattr(parent, child, new)

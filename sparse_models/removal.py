@@ -39,6 +39,8 @@ __all__ = [
     "all_ranks_importance",
     "gate_fingerprint",
     "load_importance_state",
+    "REMOVAL_GATE_TRAVEL",
+    "removal_gate_learning_rate",
 ]
 
 #: tanh(-3) + 0.5 = -0.495: the evaluation gate is 0, and noise of std 0.1 opens it with p ~ 4e-7.
@@ -252,6 +254,11 @@ def random_scores(model: nn.Module, seed: int, adapter: str | None = None) -> di
     return {key: torch.rand(p.shape, generator=generator) for key, p in gate_logits(model, adapter).items()}
 
 
+#: How far (in logit units) the removal recipe lets a gate logit travel over the removal steps under Adam
+#: (which moves a logit by about its learning rate per step): gate lr = travel / removal steps.
+REMOVAL_GATE_TRAVEL = 1.0
+
+
 @dataclass(frozen=True)
 class RemovalSchedule:
     """When and how much to close along a cubic ramp: ``events`` closings, the last at ``end`` of
@@ -274,3 +281,10 @@ class RemovalSchedule:
     def share_at(self, step: int) -> float:
         """Removed share asked for after ``step``: the cubic ramp, exactly ``target`` from the final step."""
         return self.target if step >= self.final_step else gates.cubic_ramp(step / self.final_step, self.target)
+
+
+def removal_gate_learning_rate(schedule: RemovalSchedule) -> float:
+    """The gate logits' own learning rate under the removal recipe (fine-tuning, post-training and
+    pre-training alike): ``REMOVAL_GATE_TRAVEL`` over the removal steps, so a gate can cross from open to
+    closed within the budget whatever the budget is."""
+    return REMOVAL_GATE_TRAVEL / schedule.final_step

@@ -1,4 +1,5 @@
-"""The transformers ``Trainer`` with the sparse-gate regulariser added to the task loss, and GLUE metrics.
+"""The transformers ``Trainer`` with the sparse-gate regulariser added to the task loss (the metrics it reports
+are passed in: ``compute_metrics``, as the Trainer takes them).
 
 Everything else (accelerate/torchrun multi-GPU, bf16/fp16, gradient accumulation, TensorBoard/W&B,
 checkpoint resume, length-grouped sampling) is the Trainer's own.
@@ -7,9 +8,8 @@ checkpoint resume, length-grouped sampling) is the Trainer's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
@@ -18,7 +18,6 @@ from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 
-from glue_sparse_tasks import scoring
 from glue_sparse_tasks.errors import UserInputError
 from sparse_models.accounting import parameter_accounting
 from sparse_models.removal import (
@@ -347,18 +346,3 @@ class SparseGatesTrainer(Trainer):
                 accounting = parameter_accounting(self.model)
                 logs["removed_share_of_gated"] = accounting.removed_share_of_gated
         super().log(logs, *args, **kwargs)
-
-
-def glue_compute_metrics(task: str) -> Callable[[Any], dict[str, float]]:
-    """``compute_metrics`` for the Trainer: the shared scoring module on argmax (or regressed) outputs."""
-
-    def compute(eval_pred: Any) -> dict[str, float]:
-        logits, labels = eval_pred.predictions, eval_pred.label_ids
-        logits = logits[0] if isinstance(logits, tuple) else logits
-        if task == "stsb":
-            preds = np.asarray(logits).reshape(-1).astype(float).tolist()
-        else:
-            preds = np.asarray(logits).argmax(-1).tolist()
-        return scoring.task_metrics(task, preds, np.asarray(labels).reshape(-1).tolist())
-
-    return compute

@@ -220,7 +220,7 @@ def test_galore_perplexity_of_empty_documents_is_a_clear_error(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from glue_sparse.perplexity.options import PerplexityError
-    from glue_sparse.perplexity.run import galore_perplexity
+    from glue_sparse.perplexity.protocols import galore_perplexity
     from tests.tiny_models import save_tiny_llama_with_tokenizer
 
     folder = save_tiny_llama_with_tokenizer(tmp_path / "llama", ["some text for a vocabulary"] * 4)

@@ -12,7 +12,7 @@ from transformers import TrainerCallback
 from glue_sparse.bench.options import BenchConfig, BenchConfigError
 from glue_sparse.bench.report import _score_axis_label, summarise, write_report
 from glue_sparse.bench.report_targets import paired, targets
-from glue_sparse.bench.run import run_bench
+from glue_sparse.bench.grid import run_bench
 from glue_sparse.bench.store import read_store, write_store
 from glue_sparse.common.run_environment import git_state
 from glue_sparse.finetune.run import run_finetune
@@ -476,7 +476,7 @@ def test_arm_folders_have_no_blanks_and_folders_written_before_still_resume(tmp_
     """Issue #52: ``runs/gates-r0.3/...`` for the label ``gates r0.3``; a bench folder written before, with
     ``runs/gates r0.3/...``, keeps using its folder (so --resume and the rows' run_dir still find it)."""
     from glue_sparse.bench.options import arm_folder
-    from glue_sparse.bench.run import arm_root
+    from glue_sparse.bench.grid import arm_root
 
     assert arm_folder("gates r0.3") == "gates-r0.3" and arm_folder("full") == "full"
     assert arm_root(tmp_path, "gates r0.3", "limited", 1) == tmp_path / "runs" / "gates-r0.3" / "limited" / "seed-1"

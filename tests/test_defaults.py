@@ -13,7 +13,7 @@ from glue_sparse.cli.main import build_parser
 from glue_sparse.finetune.defaults_doc import defaults_markdown
 from glue_sparse.finetune.options import FinetuneConfig, TrainingOptions
 from glue_sparse.perplexity.options import PerplexityOptions, ProtocolOptions
-from glue_sparse.perplexity.run import galore_perplexity, sparsegpt_perplexity
+from glue_sparse.perplexity.protocols import galore_perplexity, sparsegpt_perplexity
 from glue_sparse.posttrain.options import PosttrainOptions
 from glue_sparse.speed.options import SpeedOptions
 

@@ -1,5 +1,5 @@
 """``--device`` and ``--precision`` mean the same in every command (issue #49, item 3): one resolver,
-``sparse_models.devices``, one declaration, ``DeviceOptions``, and one-line refusals before a model loads."""
+``sparse_models.runtime.devices``, one declaration, ``DeviceOptions``, and one-line refusals before a model loads."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ import torch
 
 from glue_sparse.cli.main import build_parser, main
 from glue_sparse.common.option_fields import DeviceOptions
-from glue_sparse.finetune.options import PRECISIONS as OPTION_PRECISIONS
 from glue_sparse_tasks.errors import UserInputError
-from sparse_models.devices import PRECISIONS, autocast, resolve_device, resolve_precision, trainer_arguments
+from sparse_models.runtime.devices import autocast, resolve_device, resolve_precision, trainer_arguments
 
 NO_GPU = not torch.cuda.is_available()
 
 
-def test_the_option_layer_and_the_resolver_name_the_same_precisions():
-    assert OPTION_PRECISIONS == PRECISIONS
+def test_every_command_declares_device_and_precision_alike():
     assert {f.name: f.default for f in dataclasses.fields(DeviceOptions)} == {"device": "auto", "precision": "auto"}
 
 

@@ -25,10 +25,10 @@ ROOMS = ("bench", "data", "demo", "eval", "finetune", "perplexity", "posttrain",
 #: room -> the rooms it is built on (it may import them); every other room-to-room import fails
 BUILT_ON = {
     "bench": {"finetune"},  # a bench cell is a fine-tuning run, evaluated and timed
-    "demo": {"bench", "finetune"},  # the main job is a small bench grid
-    "posttrain": {"perplexity", "finetune"},  # scored by the perplexity protocols; the removal defaults
-    "pretrain": {"perplexity", "finetune"},  # validation perplexity; the gate learning rate of fine-tuning
-    "speed": {"posttrain", "finetune"},  # decoders pruned as post-training prunes them; the tokens per example
+    "demo": {"bench", "finetune"},  # the main job is a small bench grid (the bench's engine, grid.py)
+    "posttrain": {"perplexity"},  # scored by the perplexity protocols (protocols.py)
+    "pretrain": {"perplexity"},  # validation perplexity (protocols.py)
+    "speed": {"finetune"},  # the tokens per example of fine-tuning
 }
 LAYERS = (  # (module prefix, layer), most specific first
     ("glue_sparse.cli", 5),
@@ -48,9 +48,9 @@ LAYER_NAMES = {1: "GLUE evaluation", 2: "method core", 3: "lm-eval model", 4: "w
 #: optional dependency out of start-up. Anything else must be a top-level import.
 DEFERRED = {
     # the lm-eval model imports lm_eval (slow, pulls datasets/evaluate): only evaluation needs it
-    ("glue_sparse.bench.run", "glue_sparse.lm_eval_model"): "lm_eval",
+    ("glue_sparse.bench.grid", "glue_sparse.lm_eval_model"): "lm_eval",
     # Ray is an optional extra, needed only by --executor ray
-    ("glue_sparse.bench.run", "glue_sparse.bench.ray_executor"): "ray",
+    ("glue_sparse.bench.grid", "glue_sparse.bench.ray_executor"): "ray",
     # report plots import matplotlib; the bench imports the report only to write it
     ("glue_sparse.bench.command", "glue_sparse.bench.report"): "matplotlib",
     # the start-up hook (imported in every Python process) defers everything until lm_eval is imported
@@ -227,6 +227,10 @@ def room_problems(graph: dict[str, set[str]]) -> list[str]:
                 continue
             if target.rsplit(".", 1)[-1] in ("command", "report_command") and not module.startswith("glue_sparse.cli"):
                 problems.append(f"{module} imports the command module {target}: only the CLI registry names it")
+            if target.rsplit(".", 1)[-1] == "run" and other is not None and other != room:
+                problems.append(f"{module} imports {target}, another workflow's run.py: a command's work is no "
+                                "library; move what is shared to a named module (glue_sparse/common, the method "
+                                "core, or a library module of that room)")
             if room is None or other is None or other == room:
                 if room and other == room and module.endswith(".options") and not target.endswith(".options"):
                     problems.append(f"{module} imports {target}: options import only options (options <- run <- "
@@ -254,7 +258,9 @@ def test_room_checker_catches_a_crossing_and_an_options_module_importing_run():
     planted["glue_sparse.finetune.run"].add("glue_sparse.speed.run")
     planted["glue_sparse.speed.options"].add("glue_sparse.speed.run")
     planted["glue_sparse.common.packaged"].add("glue_sparse.finetune.options")
+    planted["glue_sparse.demo.run"].add("glue_sparse.bench.run")
     problems = "\n".join(room_problems(planted))
+    assert "glue_sparse.demo.run imports glue_sparse.bench.run, another workflow's run.py" in problems
     assert "room finetune imports room speed" in problems
     assert "glue_sparse.speed.options imports glue_sparse.speed.run" in problems
     assert "shared room's glue_sparse.common.packaged imports" in problems

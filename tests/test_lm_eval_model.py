@@ -12,7 +12,8 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM, resolve_device, two_point_logprobs
+from glue_sparse.lm_eval_model.classifier_lm import HFClassifierLM, two_point_logprobs
+from sparse_models.runtime.devices import resolve_device
 from glue_sparse_tasks import scoring
 from glue_sparse_tasks.data import load_glue_split
 from glue_sparse_tasks.glue_tasks import GLUE8, GLUE_TASKS
@@ -141,21 +142,21 @@ def test_errors_before_any_scoring(tmp_path, glue_fixture_dir, run_dir):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU fallback")
 def test_cuda_default_falls_back_to_cpu():
-    assert resolve_device("cuda:0") == "cpu"
-    assert resolve_device(None) == "cpu"
+    assert str(resolve_device("cuda:0", lenient=True)) == "cpu"  # lm-eval's default, without a GPU
+    assert str(resolve_device(None, lenient=True)) == "cpu"
 
 
 def test_the_old_model_name_sparse_gated_still_evaluates_and_warns(tmp_path, glue_fixture_dir):
     from lm_eval.api.registry import get_model
 
-    from glue_sparse.lm_eval_model.classifier_lm import SPARSE_GATED_REMOVED_IN as REMOVED_IN
+    from glue_sparse_tasks.deprecations import NOT_BEFORE, REMOVED_IN
     from glue_sparse.lm_eval_model.classifier_lm import SparseGatedLM
 
     assert get_model("hf-classifier") is HFClassifierLM
     old = get_model("sparse-gated")
     assert old is SparseGatedLM and issubclass(old, HFClassifierLM)
     folder = save_tiny_classifier(tmp_path / "rte", 2, seed=5, task="rte")
-    with pytest.warns(DeprecationWarning, match=f"'hf-classifier'.*{REMOVED_IN}"):
+    with pytest.warns(DeprecationWarning, match=f"'hf-classifier'.*{REMOVED_IN} \\(not before {NOT_BEFORE}\\)"):
         lm = old(pretrained=str(folder), batch_size=8)
     new = run_tasks(HFClassifierLM(pretrained=str(folder), batch_size=8), ["glue_sparse_rte"], glue_fixture_dir)
     assert run_tasks(lm, ["glue_sparse_rte"], glue_fixture_dir)["results"] == new["results"]

@@ -19,7 +19,9 @@ from sparse_models.mask_search.fisher import mask_gradients, masked
 from sparse_models.mask_search.search import rearrange, search_counts
 from sparse_models.mask_search.units import unit_costs
 from sparse_models.removal import freeze_gates
-from tests.tiny_models import save_tiny_classifier, save_tiny_encoder, tiny_bert, tiny_model
+from glue_sparse_tasks.errors import UserInputError
+from sparse_models.architectures import ENCODER_LAYOUTS
+from tests.tiny_models import MORE_ARCHITECTURES, VOCAB, save_tiny_classifier, save_tiny_encoder, tiny_bert, tiny_model
 
 
 def _batches(count: int = 3, rows: int = 6, seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -96,9 +98,29 @@ def test_rearrangement_never_raises_the_block_fisher_objective():
     assert 3 in chosen and not {0, 1} <= set(chosen)
 
 
-@pytest.mark.parametrize("model_type", ["bert", "distilbert", "mpnet"])
-def test_removed_share_is_exact_and_the_pruned_model_equals_the_masked_one(model_type):
-    model = tiny_bert() if model_type == "bert" else tiny_model(model_type)
+def _encoder(model_type: str):
+    """A tiny random classifier of ``model_type``: the test helpers' own, else BERT's config under that type."""
+    import transformers
+
+    if model_type == "bert":
+        return tiny_bert()
+    if model_type in MORE_ARCHITECTURES:
+        return tiny_model(model_type)
+    classes = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "electra": "Electra"}[model_type]
+    torch.manual_seed(0)
+    config = getattr(transformers, f"{classes}Config")(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                                     num_attention_heads=4, intermediate_size=64,
+                                                     max_position_embeddings=64, num_labels=2)
+    return getattr(transformers, f"{classes}ForSequenceClassification")(config).eval()
+
+
+@pytest.mark.parametrize("model_type", list(ENCODER_LAYOUTS))
+def test_every_encoder_type_searches_prunes_and_reloads_as_masked(model_type, tmp_path):
+    """Mask search covers every encoder type gates claim with six matrices per layer (issue #64): the removed
+    share is exact, the pruned model equals the masked one, and it reloads from disk unchanged."""
+    from transformers import AutoModelForSequenceClassification
+
+    model = _encoder(model_type)
     dense = copy.deepcopy(model)
     batches = _batches()
     result = mask_search(model, batches, 0.3)
@@ -115,7 +137,16 @@ def test_removed_share_is_exact_and_the_pruned_model_equals_the_masked_one(model
         pruned = copy.deepcopy(gated).merge_and_unload().eval()
         torch.testing.assert_close(pruned(**inputs).logits, masked_logits, rtol=1e-4, atol=1e-5)
         assert not torch.allclose(masked_logits, dense(**inputs).logits)  # something was removed
+        pruned.save_pretrained(tmp_path / "pruned")
+        reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "pruned").eval()
+        torch.testing.assert_close(reloaded(**inputs).logits, masked_logits, rtol=1e-4, atol=1e-5)
     assert sum(p.numel() for p in pruned.parameters()) < sum(p.numel() for p in dense.parameters())
+
+
+def test_a_fused_encoder_is_refused_in_one_line_naming_the_covered_types():
+    with pytest.raises(UserInputError, match=f"of {', '.join(ENCODER_LAYOUTS)} encoders .*'modernbert'") as caught:
+        mask_search(tiny_model("modernbert"), _batches(), 0.3)
+    assert "\n" not in str(caught.value)
 
 
 def test_least_squares_tuning_brings_the_pruned_model_nearer_the_dense_one():
@@ -174,20 +205,18 @@ def test_mask_search_options_are_refused_where_they_cannot_work(tmp_path):
 
 
 def test_mask_search_refuses_an_architecture_it_cannot_split_before_training(glue_fixture_dir, tmp_path):
-    base = save_tiny_encoder(tmp_path / "albert", "albert")
+    base = save_tiny_encoder(tmp_path / "modernbert", "modernbert")
     config = FinetuneConfig(task="rte", method="mask-search", base_model=str(base), train_limit=8, epochs=1)
-    with pytest.raises(FinetuneConfigError, match="prunes heads and FFN channels of .* 'albert' model"):
+    with pytest.raises(FinetuneConfigError, match="prunes heads and FFN channels of .* 'modernbert' model"):
         run_finetune(config, tmp_path / "out", data_dir=str(glue_fixture_dir), use_hub=False)
     assert not (tmp_path / "out").exists()
 
 
-def test_each_layout_names_the_default_gate_targets_of_its_type_in_role_order():
-    """The search's six matrices per layer are the gates' default targets of the type (one fact: the unit
-    partition of gated weights depends on it), with the path inside the layer spelled out."""
-    from sparse_models.architectures import DEFAULT_TARGET_MODULES
-    from sparse_models.mask_search import LAYOUTS
+def test_gates_and_mask_search_read_one_layout_per_encoder_type():
+    """The search's six matrices per layer are the gates' default targets of the type, and their chains (one
+    fact: the unit partition of gated weights depends on it)."""
+    from sparse_models.architectures import CHAINS, DEFAULT_TARGET_MODULES
 
-    for model_type, paths in LAYOUTS.items():
-        targets = DEFAULT_TARGET_MODULES[model_type]
-        assert len(paths) == len(targets) == 6
-        assert all(path == target or path.endswith("." + target) for path, target in zip(paths, targets))
+    for model_type, layout in ENCODER_LAYOUTS.items():
+        assert DEFAULT_TARGET_MODULES[model_type] == layout.matrices and len(layout.matrices) == 6
+        assert {c.consumer for c in CHAINS[model_type]} >= {layout.ffn_output, layout.attention_output}

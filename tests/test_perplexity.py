@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from glue_sparse.perplexity.options import PerplexityError
-from glue_sparse.perplexity.run import galore_perplexity, sparsegpt_perplexity
+from glue_sparse.perplexity.protocols import galore_perplexity, sparsegpt_perplexity
 from glue_sparse.posttrain.run import posttrain_gates
 from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.text_corpora import load_c4_texts, split_wikitext_pages

@@ -133,7 +133,7 @@ def test_unigram_perplexity_is_the_entropy_of_the_scored_targets():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from glue_sparse.perplexity.run import unigram_perplexity
+    from glue_sparse.perplexity.protocols import unigram_perplexity
 
     vocab = {"a": 0, "b": 1, "<e>": 2}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<e>"))

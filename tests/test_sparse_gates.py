@@ -16,6 +16,7 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 import sparse_models
+from glue_sparse_tasks.deprecations import NOT_BEFORE, REMOVED_IN
 from sparse_models import (
     PrunedLinear,
     ResidualAddOutput,
@@ -25,7 +26,7 @@ from sparse_models import (
     gates,
     parameter_accounting,
 )
-from sparse_models.pruned_linear import PARALLEL_GATHER_MIN
+from sparse_models.pruned.pruned_linear import PARALLEL_GATHER_MIN
 from sparse_models.sparse_gates.layout_costs import candidate_sides, choose_sides, choose_whole_model
 from sparse_models.sparse_gates.pruning import Side
 from tests.tiny_models import BUILDERS, MORE_ARCHITECTURES, TASK_TYPES, VOCAB, set_gate_pattern, tiny_bert
@@ -175,7 +176,7 @@ def test_checkpoints_saved_under_the_old_class_names_still_load(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     reloaded = AUTO["SEQ_CLS"].from_pretrained(tmp_path).eval()
     assert type(reloaded) is sparse_models.SparsePrunedForSequenceClassification
-    with pytest.warns(DeprecationWarning, match=sparse_models.RENAMED_REMOVED_IN):
+    with pytest.warns(DeprecationWarning, match=f"goes in glue-sparse {REMOVED_IN} \\(not before {NOT_BEFORE}\\)"):
         assert sparse_models.SparseGatedForSequenceClassification is sparse_models.SparsePrunedForSequenceClassification
     assert "SparseGatedConfig" not in sparse_models.__all__
     inputs = _inputs()

@@ -8,7 +8,7 @@ import torch
 
 from glue_sparse.cli.main import main
 from glue_sparse.speed.report import speed_targets
-from sparse_models.timing import paired_speedup, time_rounds
+from sparse_models.runtime.timing import paired_speedup, time_rounds
 from tests.tiny_models import save_tiny_classifier, tiny_bert
 
 

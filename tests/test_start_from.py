@@ -140,7 +140,7 @@ def test_a_from_run_of_another_model_task_or_label_count_is_refused_in_one_line(
 
 def test_a_bench_starts_its_gated_arms_from_the_full_arms_own_run(tiny_base, glue_fixture_dir, tmp_path):
     from glue_sparse.bench.options import BenchConfig
-    from glue_sparse.bench.run import run_bench
+    from glue_sparse.bench.grid import run_bench
     from glue_sparse.bench.store import read_store
 
     bench = BenchConfig.from_dict({

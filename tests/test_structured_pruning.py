@@ -173,7 +173,7 @@ def test_unit_gate_training_resumes_exactly(tiny_llama_dir, tmp_path, objective)
     import datasets
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, TrainingArguments
 
-    from glue_sparse.posttrain.run import pack_blocks
+    from glue_sparse.common.causal_lm import pack_blocks
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
     tokenizer.pad_token = tokenizer.eos_token

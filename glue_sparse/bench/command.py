@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import sys
-from pathlib import Path
 
 from glue_sparse.bench.options import GRID_OVERRIDES, BenchConfig, BenchConfigError
-from glue_sparse.bench.store import read_store
 from glue_sparse.finetune.options import METHODS
 
 
@@ -70,20 +66,14 @@ def _bench_config(args: argparse.Namespace) -> BenchConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glue_sparse.bench.report import write_report
-    from glue_sparse.bench.run import run_bench  # torch and lm-eval: only when the command runs
+    from glue_sparse.bench.run import bench_and_report, summary  # torch and lm-eval: only when the command runs
 
     try:
         bench = _bench_config(args)
     except BenchConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    output = Path(args.output)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "bench_config.json").write_text(json.dumps(bench.to_dict(), indent=2, default=str) + "\n")
-    store = run_bench(bench, output, log=logging.getLogger("glue_sparse").info, executor=args.executor,
-                      address=args.address, retries=args.retries, retime_latency=args.retime_latency)
-    paths = write_report(read_store(store), output / "report", args.convention, goals=bench.goals())
-    print(f"\nresults: {store}\nreport:  {paths['markdown']}\ncsv:     {paths['csv']}\n"
-          f"plots:   {paths['score_plot']}, {paths['latency_plot']}")
+    store, paths = bench_and_report(bench, args.output, args.convention, executor=args.executor, address=args.address,
+                                    retries=args.retries, retime_latency=args.retime_latency)
+    print(summary(store, paths))
     return 0

@@ -28,7 +28,7 @@ def required(help: str, aliases: tuple[str, ...] = ()) -> Any:
 @dataclass(kw_only=True)
 class DeviceOptions:
     """``--device`` and ``--precision``, the same two flags meaning the same in every command that trains or
-    scores (``sparse_models.devices`` resolves them)."""
+    scores (``sparse_models.runtime.devices`` resolves them)."""
 
     device: str = option("auto", "auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N "
                                  "(training commands: one GPU per process, chosen by CUDA_VISIBLE_DEVICES)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from glue_sparse.bench.options import arm_folder
 from glue_sparse.bench.report import write_report
-from glue_sparse.bench.run import run_bench
+from glue_sparse.bench.grid import run_bench
 from glue_sparse.bench.store import read_store
 from glue_sparse.demo.options import CONVERGED_REPORT, DEMO_METHODS, DemoOptions
 from glue_sparse_tasks.scoring import primary_metric

@@ -9,7 +9,8 @@ from typing import Any
 
 from glue_sparse.common.run_environment import measured_stage
 from glue_sparse.finetune.options import MASK_SEARCH_EXAMPLES, FinetuneConfig, FinetuneConfigError
-from sparse_models.mask_search import LAYOUTS, close_units, mask_search, unit_gates
+from sparse_models.architectures import ENCODER_LAYOUTS
+from sparse_models.mask_search import close_units, mask_search, unit_gates
 from sparse_models.removal import gate_logits
 from sparse_models.gates import eval_gate_values
 
@@ -24,8 +25,8 @@ def check_architecture(config: FinetuneConfig, base: str) -> None:
     from transformers import AutoConfig
 
     model_type = AutoConfig.from_pretrained(base).model_type
-    if model_type not in LAYOUTS:
-        raise FinetuneConfigError(f"--method mask-search prunes heads and FFN channels of {', '.join(LAYOUTS)} "
+    if model_type not in ENCODER_LAYOUTS:
+        raise FinetuneConfigError(f"mask search prunes heads and FFN channels of {', '.join(ENCODER_LAYOUTS)} "
                                   f"encoders; {config.base_model or base} is a {model_type!r} model")
 
 

@@ -4,23 +4,31 @@ sparse gates (or both), the magnitude-masked model, and the tokenised splits it 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from glue_sparse.common.packaged import minilm_path
 from glue_sparse.finetune.options import (
     BACKBONE_METHODS,
     LORA_METHODS,
-    REMOVAL_GATE_TRAVEL,
     SOURCE_METHODS,
     FinetuneConfig,
 )
 from glue_sparse.finetune.teacher import teacher_logits, teacher_model
 from glue_sparse_tasks.console import is_verbose
+from glue_sparse_tasks import scoring
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from sparse_models.architectures import max_input_length
-from sparse_models.removal import OPEN_LOGIT, RemovalSchedule, close_lowest, freeze_gates, gate_logits, magnitude_scores
+from sparse_models.removal import (
+    OPEN_LOGIT,
+    RemovalSchedule,
+    close_lowest,
+    freeze_gates,
+    gate_logits,
+    magnitude_scores,
+    removal_gate_learning_rate,
+)
 from sparse_models.sparse_gates import SparseGatesConfig
-from sparse_models.trainer import TEACHER_LOGITS, QuietProgressCallback, SparseGatesTrainer, glue_compute_metrics
+from sparse_models.trainer import TEACHER_LOGITS, QuietProgressCallback, SparseGatesTrainer
 
 TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "token_type_ids", "labels")
 
@@ -140,12 +148,10 @@ def optimizer_steps(train_rows: int, config: FinetuneConfig, hp: dict[str, Any],
 
 
 def gate_learning_rate(hp: dict[str, Any], steps: int) -> float | None:
-    """The gate logits' own lr: given, or REMOVAL_GATE_TRAVEL over the removal steps (removal recipe),
-    so a gate can cross from open to closed within the budget whatever the budget is."""
+    """The gate logits' own lr: given, or the removal recipe's, sized to the removal steps."""
     if hp["gate_learning_rate"] is not None or hp["recipe"] != "removal":
         return hp["gate_learning_rate"]
-
-    return REMOVAL_GATE_TRAVEL / RemovalSchedule(hp["target_removal"], steps).final_step
+    return removal_gate_learning_rate(RemovalSchedule(hp["target_removal"], steps))
 
 
 def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source: Path | None,
@@ -184,3 +190,19 @@ def build_trainer(config: FinetuneConfig, hp: dict[str, Any], args: Any, source:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(QuietProgressCallback)
     return trainer, tokenizer
+
+
+def glue_compute_metrics(task: str) -> Callable[[Any], dict[str, float]]:
+    """``compute_metrics`` for the Trainer: the shared scoring module on argmax (or regressed) outputs."""
+    import numpy as np
+
+    def compute(eval_pred: Any) -> dict[str, float]:
+        logits, labels = eval_pred.predictions, eval_pred.label_ids
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        if task == "stsb":
+            preds = np.asarray(logits).reshape(-1).astype(float).tolist()
+        else:
+            preds = np.asarray(logits).argmax(-1).tolist()
+        return scoring.task_metrics(task, preds, np.asarray(labels).reshape(-1).tolist())
+
+    return compute

@@ -6,7 +6,7 @@ defaults table in docs/fine-tuning.md, which a test compares with that page.
 
 Gate recipes (``recipe``): ``removal`` (default) closes gates along a cubic ramp to exactly
 ``target_removal``; the gate logits get their own constant-travel learning rate
-(``REMOVAL_GATE_TRAVEL`` / removal steps) unless ``gate_learning_rate`` is given. ``reference`` is the
+(``sparse_models.removal.removal_gate_learning_rate``) unless ``gate_learning_rate`` is given. ``reference`` is the
 FineGates GLUE recipe: target sparsity 0.4, lambda 50, AdamW lr 1e-3 for gates, head and gated biases,
 weight decay 0, constant schedule without warm-up, no gradient clipping, batch 16 (RECIPE_TRAINING).
 """
@@ -20,9 +20,9 @@ from typing import Any
 from glue_sparse.common.option_fields import DeviceOptions, option
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.precisions import PRECISIONS
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # sparse_models.devices resolves them (and checks this list)
 METHODS = ("full", "lora", "gates", "gates+lora", "gates+full", "magnitude", "mask-search")
 REGIMES = ("full", "limited")
 SELECTIONS = ("last", "best")
@@ -37,9 +37,6 @@ DEFAULT_WEIGHT_DECAY = {"full": 0.01, "lora": 0.0, "gates": 0.0, "gates+lora": 0
                         "magnitude": 0.01, "mask-search": 0.01}
 LORA_DEFAULTS = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.1}
 RECIPES = ("removal", "reference")
-#: How far (in logit units) the removal recipe lets a gate logit travel over the removal steps under
-#: Adam (which moves a logit by about its learning rate per step): gate lr = travel / removal steps.
-REMOVAL_GATE_TRAVEL = 1.0
 #: How the removal recipe ranks gates for closing, per method. With the backbone frozen, the logits (which
 #: only the task gradient moves, lambda 0) beat Taylor importance at 30% removed, gates over 3 seeds: CoLA MCC
 #: 11.3 +- 1.7 vs 2.1 +- 1.3, MRPC 71.9 +- 0.7 vs 69.6 +- 1.3 (benchmarks/results/minilm_converged). Where every weight
@@ -161,8 +158,9 @@ class TrainingOptions(DeviceOptions):
         None, "sigma of P(open) in the regulariser (default: the reference code's, "
               "sparse_models.gates.REFERENCE_SIGMA)")
     gate_learning_rate: float | None = option(
-        None, f"learning rate of the gate logits (default: {REMOVAL_GATE_TRAVEL:g} / removal steps for the removal "
-              "recipe, the learning rate for the reference recipe)", aliases=("--gate-lr",))
+        None, "learning rate of the gate logits (default: sized to the budget for the removal recipe, so a gate can "
+              "travel from open to closed over the removal steps; the learning rate for the reference recipe)",
+        aliases=("--gate-lr",))
     removal_score: str | None = option(
         None, "removal recipe: rank gates for closing by 'taylor' (accumulated |dL/dz * z|), 'logit' or 'random' "
               "(seeded; the control); default " + ", ".join(f"{m} {s}" for m, s in REMOVAL_SCORE.items())

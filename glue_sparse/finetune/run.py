@@ -38,7 +38,7 @@ from glue_sparse.finetune.options import (
     full_source_config,
     saves_whole_model,
 )
-from glue_sparse.finetune.run_dir import CHECKPOINTS, identity, output_dir_state, prepare_output_dir
+from glue_sparse.finetune.run_dir import CHECKPOINTS, MAGNITUDE_SOURCE, identity, output_dir_state, prepare_output_dir
 from glue_sparse.finetune.teacher import check_teacher
 from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.console import configure_console
@@ -47,12 +47,9 @@ from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
 from glue_sparse_tasks.scoring import primary_metric
 from sparse_models.accounting import parameter_accounting
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
-from sparse_models.devices import trainer_arguments
+from sparse_models.runtime.devices import trainer_arguments
 from sparse_models.removal import gate_fingerprint
 
-#: where a magnitude or mask-search run without --from, or a distilled one without --teacher, trains its full
-#: fine-tune
-MAGNITUDE_SOURCE = "magnitude-source"
 
 
 def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | None, use_hub: bool) -> Path:

@@ -13,10 +13,13 @@ from glue_sparse.finetune.models import resolve_base_model
 from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError
 from glue_sparse_tasks.atomic import write_json_atomic
 from sparse_models.checkpoints import RUN_FILE
-from sparse_models.devices import resolve_device, resolve_precision
+from sparse_models.runtime.devices import resolve_device, resolve_precision
 
 IDENTITY_FILE = "run_config.json"
 CHECKPOINTS = "checkpoints"
+#: where a run that builds on a full fine-tune (magnitude, mask-search, a gate method's --start-from) without
+#: --from, or a distilled one without --teacher, trains (or finds) that fine-tune, under its output folder
+MAGNITUDE_SOURCE = "magnitude-source"
 
 
 class OutputDirError(FinetuneConfigError):

@@ -6,7 +6,7 @@ classifier once per doc, and returns the choice log-probabilities: ``log_softmax
 label order, or, for STS-B regression, a two-point distribution on floor/ceil of the score whose
 expected value is the score. It serves any sequence-classification checkpoint: a plain transformers
 classifier, a fine-tuning run folder, a sparse-gates adapter (optionally pruned on load) or a pruned
-model. Its old name, ``sparse-gated``, stays registered for now and warns (removed in glue-sparse 0.2.0).
+model. Its old name, ``sparse-gated``, stays registered for now and warns (``glue_sparse_tasks.deprecations``).
 
     lm_eval run --model hf-classifier --model_args pretrained=RUN_DIR --tasks glue_sparse \\
         --metadata '{"data_dir": "../shared/data/glue"}'
@@ -29,6 +29,7 @@ from lm_eval.api.model import LM
 from tqdm import tqdm
 
 from glue_sparse_tasks.atomic import write_json_atomic
+from glue_sparse_tasks.deprecations import removal_notice
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from glue_sparse_tasks.lm_eval_hook import register_models
 from glue_sparse_tasks.tasks.utils import answering_task
@@ -42,7 +43,7 @@ from sparse_models.checkpoints import (
     recorded_trainable_parameters,
     resolve_checkpoints,
 )
-from sparse_models.devices import TORCH_DTYPES
+from sparse_models.runtime.devices import TORCH_DTYPES, resolve_device
 
 #: what an evaluation writes beside the checkpoint: accounting and throughput (its old name kept, for readers)
 EVAL_REPORT_FILE = "sparse_gated_eval.json"
@@ -61,18 +62,6 @@ def _data_parallel_position() -> tuple[int, int, int]:
 
     state = PartialState(cpu=not torch.cuda.is_available())
     return state.process_index, state.num_processes, state.local_process_index
-
-
-def resolve_device(device: str | None) -> str:
-    """lm-eval's CLI passes ``cuda:0`` by default; without a GPU that becomes ``cpu`` (with a warning)."""
-    device = device or "cuda"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        if device != "cuda:0" and device != "cuda":
-            warnings.warn(f"device={device!r} requested but CUDA is not available; using cpu")
-        return "cpu"
-    if device == "mps" and not torch.backends.mps.is_available():
-        return "cpu"
-    return device
 
 
 def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
@@ -126,7 +115,7 @@ class HFClassifierLM(LM):
         self.checkpoints = resolve_checkpoints(self.pretrained, variant=str(variant or ""))
         only = next(iter(self.checkpoints.values()))
         self.single_checkpoint = len(self.checkpoints) == 1 and Path(only.path) == Path(self.pretrained)
-        self.device_name = resolve_device(device)
+        self.device_name = str(resolve_device(device, lenient=True))  # lm-eval passes cuda:0 by default
         if self._world_size > 1 and self.device_name.startswith("cuda"):
             self.device_name = f"cuda:{local_rank}"  # one device per process, as lm-eval's hf model
         self.dtype = resolve_dtype(dtype, self.device_name)
@@ -315,16 +304,12 @@ class HFClassifierLM(LM):
         raise NotImplementedError("hf-classifier is a classifier: it does not generate text")
 
 
-#: when the old lm-eval model name ``sparse-gated`` goes (it is public: the README and saved commands used it)
-SPARSE_GATED_REMOVED_IN = "0.2.0"
-
-
 class SparseGatedLM(HFClassifierLM):
     """``--model sparse-gated``: ``hf-classifier`` under its old name, with a deprecation warning."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         warnings.warn(f"lm-eval model 'sparse-gated' is now 'hf-classifier' (SparseGatedLM: HFClassifierLM); "
-                      f"the old name goes in glue-sparse {SPARSE_GATED_REMOVED_IN}", DeprecationWarning, stacklevel=2)
+                      f"the old name: {removal_notice()}", DeprecationWarning, stacklevel=2)
         super().__init__(*args, **kwargs)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from glue_sparse.common.option_fields import option, required
-from glue_sparse.finetune.options import REMOVAL_GATE_TRAVEL
 from glue_sparse.perplexity.options import ProtocolOptions
 
 REFERENCE_GATE_LR = 1e-3  # the reference regulariser's gate learning rate
@@ -36,8 +35,8 @@ class PosttrainOptions(ProtocolOptions):
     seed: int = option(0, "training seed")
     train_seqlen: int = option(256, "tokens per training block")
     train_batch_size: int = option(4, "training blocks per step")
-    lr: float | None = option(None, f"gate learning rate (default {REFERENCE_GATE_LR:g}; with --target-removal, "
-                                    f"{REMOVAL_GATE_TRAVEL:g} / removal steps)")
+    lr: float | None = option(None, f"gate learning rate (default {REFERENCE_GATE_LR:g}; with --target-removal, sized "
+                                    "to the budget so a gate can travel from open to closed over the removal steps)")
     sparsity_lambda: float | None = option(None, "weight of the sparsity regulariser (default: the FineGates GLUE "
                                                  "recipe's, sparse_models.sparse_gates.config.REFERENCE_LAMBDA)")
     reg_sigma: float | None = option(None, "sigma of P(open) (default: the reference code's, "

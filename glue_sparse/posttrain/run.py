@@ -12,32 +12,19 @@ from typing import Any, Sequence
 
 import torch
 
-from glue_sparse.finetune.options import REMOVAL_GATE_TRAVEL
+from glue_sparse.common.causal_lm import corpus_texts, doc_range, load_causal_lm, model_device, pack_blocks
 from glue_sparse.perplexity.options import PerplexityError
-from glue_sparse.perplexity.run import (
-    corpus_texts,
-    doc_range,
-    load_causal_lm,
-    model_device,
-    packed_token_stream,
-    score_protocols,
-)
+from glue_sparse.perplexity.protocols import score_protocols
 from glue_sparse.posttrain.options import REFERENCE_GATE_LR, PosttrainOptions
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
 from sparse_models.accounting import parameter_accounting
-from sparse_models.devices import resolve_device, trainer_arguments
+from sparse_models.runtime.devices import resolve_device, trainer_arguments
 from sparse_models.gates import REFERENCE_SIGMA
-from sparse_models.removal import RemovalSchedule
+from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
 from sparse_models.sparse_gates import SparseGatesConfig
 from sparse_models.sparse_gates.config import REFERENCE_LAMBDA
-from sparse_models.timing import time_forwards
+from sparse_models.runtime.timing import time_forwards
 from sparse_models.trainer import SparseGatesTrainer
-
-
-def pack_blocks(tokenizer: Any, texts: Sequence[str], seqlen: int, max_blocks: int) -> list[list[int]]:
-    """Documents joined with EOS (``packed_token_stream``) and cut into full ``seqlen`` blocks."""
-    stream = list(packed_token_stream(tokenizer, texts, seqlen * max_blocks))
-    return [stream[i:i + seqlen] for i in range(0, len(stream) - seqlen + 1, seqlen)]
 
 
 def posttrain_gates(
@@ -60,7 +47,7 @@ def posttrain_gates(
     """Inject gates into ``model`` (a copy is not made), train only the gates; return (peft model, info).
 
     ``target_removal`` (instead of ``target_sparsity``) removes that share of gated weights exactly, on
-    the removal schedule; ``learning_rate`` None then means REMOVAL_GATE_TRAVEL over the removal steps.
+    the removal schedule; ``learning_rate`` None then means the removal recipe's, sized to the removal steps.
     """
     import datasets
     import peft
@@ -80,9 +67,8 @@ def posttrain_gates(
                                      **options)
     gated = peft.get_peft_model(model, gates_config)
     if learning_rate is None:
-
-        schedule = RemovalSchedule(target_removal or 0.0, steps, end=gates_config.removal_end)
-        learning_rate = REMOVAL_GATE_TRAVEL / schedule.final_step
+        learning_rate = removal_gate_learning_rate(RemovalSchedule(target_removal or 0.0, steps,
+                                                                   end=gates_config.removal_end))
     if tokenizer.pad_token is None:
         tokenizer = copy.copy(tokenizer)
         tokenizer.pad_token = tokenizer.eos_token

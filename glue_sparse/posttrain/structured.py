@@ -20,36 +20,31 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    DataCollatorForLanguageModeling,
-    TrainingArguments,
-)
+from transformers import AutoTokenizer, DataCollatorForLanguageModeling, TrainingArguments
 
 from glue_sparse.common.packaged import smollm2_path
-from glue_sparse.finetune.options import REMOVAL_GATE_TRAVEL
 from glue_sparse.perplexity.options import PerplexityError
-from glue_sparse.perplexity.run import corpus_texts, doc_range, load_causal_lm, model_device, perplexity
+from glue_sparse.common.causal_lm import corpus_texts, doc_range, load_causal_lm, model_device, pack_blocks
+from glue_sparse.perplexity.protocols import perplexity
 from glue_sparse.posttrain.options import PosttrainOptions
-from glue_sparse.posttrain.run import pack_blocks, tokens_per_second
+from glue_sparse.posttrain.run import tokens_per_second
 from glue_sparse_tasks.atomic import check_writable, write_text_atomic
 from glue_sparse_tasks.data import fingerprint
 from sparse_models.accounting import parameter_accounting
-from sparse_models.devices import autocast, resolve_device, resolve_precision, trainer_arguments
-from sparse_models.removal import RemovalSchedule
-from sparse_models.structured import compact, decoder_units, one_shot_plan
+from sparse_models.runtime.devices import autocast, resolve_device, resolve_precision, trainer_arguments
+from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
+from sparse_models.structured import check_llama_heads, compact, decoder_units, one_shot_plan
 from sparse_models.structured.scores import METHODS as ONE_SHOT
 from sparse_models.structured.scores import collect_statistics
 from sparse_models.structured.trainer import UnitGatesTrainer, last_checkpoint
 from sparse_models.structured.unit_gates import add_unit_gates, gate_plan, remove_unit_gates
 
-__all__ = ["STRUCTURED_METHODS", "check_llama_heads", "run_structured_posttrain", "structured_markdown"]
+__all__ = ["STRUCTURED_METHODS", "run_structured_posttrain", "structured_markdown"]
 
 #: ``gates`` trains unit gates on the LM loss, ``gates-distill`` on KL to the dense model.
-GATE_METHODS = {"gates": "lm", "gates-distill": "distill"}
-STRUCTURED_METHODS = ("dense", *ONE_SHOT, *GATE_METHODS)
+#: unit-gate methods and what their gates learn from (the LM loss, or distillation from the dense model)
+UNIT_GATE_OBJECTIVES = {"gates": "lm", "gates-distill": "distill"}
+STRUCTURED_METHODS = ("dense", *ONE_SHOT, *UNIT_GATE_OBJECTIVES)
 RESULTS = "results.jsonl"
 CORPORA = ("c4", "wikitext2")
 
@@ -72,13 +67,6 @@ def _shares(options: PosttrainOptions) -> list[float]:
         raise PerplexityError(f"--target-removal shares must be in (0, 1) (of decoder-block linear weights), got "
                               f"{text!r}")
     return shares
-
-
-def check_llama_heads(model_path: str) -> None:
-    """Refuse a model without Llama-style heads from its config alone (built on the meta device)."""
-    config = AutoConfig.from_pretrained(model_path)
-    with torch.device("meta"):
-        decoder_units(AutoModelForCausalLM.from_config(config))
 
 
 def _train_steps(options: PosttrainOptions) -> int:
@@ -144,7 +132,7 @@ def train_unit_gates(model: Any, tokenizer: Any, blocks: list[list[int]], output
         raise PerplexityError(f"--train-batch-size {options.train_batch_size} (sequences per step, all processes "
                               f"together) does not split over {world} processes")
     lr = options.lr if options.lr is not None else \
-        REMOVAL_GATE_TRAVEL / RemovalSchedule(share, steps, end=1.0).final_step
+        removal_gate_learning_rate(RemovalSchedule(share, steps, end=1.0))
     if tokenizer.pad_token is None:
         tokenizer = copy.copy(tokenizer)
         tokenizer.pad_token = tokenizer.eos_token
@@ -206,7 +194,7 @@ def _prepare(options: PosttrainOptions, methods: list[str], model_path: str) -> 
                           "calibration", options.train_docs)
     gate_blocks = _blocks(tokenizer, c4[train_docs], options.train_seqlen,
                           _train_steps(options) * options.train_batch_size, "gate training",
-                          options.train_docs) if any(m in GATE_METHODS for m in methods) else []
+                          options.train_docs) if any(m in UNIT_GATE_OBJECTIVES for m in methods) else []
     held_out = {"c4": (c4[eval_docs], c4_prov), "wikitext2": (wiki, wiki_prov)}
     protocol = {"protocol": "sparsegpt", "n_samples": options.n_samples, "seqlen": options.seqlen, "docs": options.docs}
     setting = {"calibration": {"source": f"{c4_prov.corpus} documents {options.train_docs} of {c4_prov.source}",
@@ -237,7 +225,7 @@ def _pruned(method: str, share: float | None, dense: Any, inputs: _Inputs, optio
     gated = copy.deepcopy(dense)
     plan, info = train_unit_gates(gated, inputs.tokenizer, inputs.gate_blocks,
                                   Path(options.out_dir) / "cells" / key.replace("@", "-"), share,
-                                  GATE_METHODS[method], options)
+                                  UNIT_GATE_OBJECTIVES[method], options)
     return compact(gated, plan), {"plan": plan.to_dict(), "train": info}
 
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
-from glue_sparse.perplexity.run import packed_perplexity
+from glue_sparse.perplexity.protocols import packed_perplexity
 from sparse_models.accounting import parameter_accounting
 from sparse_models.trainer import QuietProgressCallback, sparse_gates_tuner
 

@@ -25,7 +25,7 @@ from torch.utils.data import IterableDataset
 
 from glue_sparse.common.packaged import cache_root, smollm2_path
 from glue_sparse.perplexity.options import PerplexityError
-from glue_sparse.perplexity.run import doc_range, packed_token_stream
+from glue_sparse.common.causal_lm import doc_range, packed_token_stream
 from glue_sparse.pretrain.token_cache import TokenLane, lane_spans, shard_tokens, tokenizer_fingerprint
 from glue_sparse_tasks.text_corpora import iter_jsonl_texts, load_c4_texts, local_c4_files
 

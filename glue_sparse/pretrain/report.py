@@ -15,12 +15,12 @@ import torch
 
 import sparse_models  # noqa: F401  (registers SparsePrunedForCausalLM with the Auto classes)
 from glue_sparse.perplexity.options import PerplexityError
-from glue_sparse.perplexity.run import packed_token_stream
+from glue_sparse.common.causal_lm import packed_token_stream
 from glue_sparse.pretrain.data import train_source, validation_texts
 from glue_sparse.pretrain.options import PretrainReportOptions
 from glue_sparse.pretrain.run import DENSE_FLOOR
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
-from sparse_models.timing import paired_speedup, time_rounds
+from sparse_models.runtime.timing import paired_speedup, time_rounds
 
 
 def read_runs(folders: list[str]) -> list[dict[str, Any]]:

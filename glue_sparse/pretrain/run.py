@@ -29,8 +29,7 @@ from typing import Any, Sequence
 
 import torch
 
-from glue_sparse.finetune.models import gate_learning_rate
-from glue_sparse.perplexity.run import packed_perplexity, unigram_perplexity
+from glue_sparse.perplexity.protocols import packed_perplexity, unigram_perplexity
 from glue_sparse.pretrain.callbacks import (
     PretrainProgressCallback,
     ValidationCallback,
@@ -49,7 +48,8 @@ from glue_sparse.pretrain.data import (
 )
 from glue_sparse.pretrain.options import METHODS, NOT_IDENTITY, RECIPES, SCHEDULES, PretrainOptions
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic
-from sparse_models.devices import trainer_arguments
+from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
+from sparse_models.runtime.devices import trainer_arguments
 from sparse_models.sparse_gates import SparseGatesConfig
 from sparse_models.trainer import SparseGatesTrainer
 
@@ -204,9 +204,8 @@ def run_pretrain(options: PretrainOptions, callbacks: Sequence[Any] = ()) -> dic
     gated = options.method == "gates"
     gate_lr = None
     if gated:
-        gate_lr = (options.gate_lr or options.lr) if options.recipe == "reference" else gate_learning_rate(
-            {"gate_learning_rate": options.gate_lr, "recipe": "removal", "target_removal": options.target_removal},
-            counts["steps"])
+        gate_lr = (options.gate_lr or options.lr) if options.recipe == "reference" else (
+            options.gate_lr or removal_gate_learning_rate(RemovalSchedule(options.target_removal, counts["steps"])))
     blocks = PackedBlocks(lanes, tokenizer, options.seqlen, chunk, read, token_cache=options.token_cache)
     validation = ValidationCallback(val_texts, tokenizer, options.seqlen, options.eval_tokens,
                                     options.eval_batch_size, options.eval_every, counts["tokens_per_step"])

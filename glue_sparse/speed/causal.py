@@ -16,9 +16,8 @@ from typing import Any, Sequence
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from glue_sparse.common.causal_lm import pack_blocks
 from glue_sparse.common.packaged import model_identity, smollm2_path
-from glue_sparse.posttrain.run import pack_blocks
-from glue_sparse.posttrain.structured import check_llama_heads
 from glue_sparse.speed.options import SpeedOptions
 from glue_sparse.speed.report import speed_markdown
 from glue_sparse.speed.run import device_and_dtype, levels_and_batch_sizes
@@ -27,7 +26,7 @@ from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.text_corpora import load_c4_texts
-from sparse_models.structured import compact, decoder_units, one_shot_plan
+from sparse_models.structured import check_llama_heads, compact, decoder_units, one_shot_plan
 from sparse_models.structured.scores import METHODS, collect_statistics
 
 __all__ = ["run_causal_speed", "causal_speed_targets", "NEVER_SLOWER", "SPEEDUP_AT"]

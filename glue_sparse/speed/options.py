@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from glue_sparse.common.option_fields import option
 
-#: ``--dtype`` names the speed table takes (sparse_models.devices maps each to a torch dtype)
+#: ``--dtype`` names the speed table takes (sparse_models.runtime.devices maps each to a torch dtype)
 DTYPES = ("float32", "bfloat16")
 
 

@@ -27,10 +27,10 @@ from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.checkpoints import Checkpoint, describe_checkpoint, load_classifier
-from sparse_models.devices import TORCH_DTYPES, resolve_device
+from sparse_models.runtime.devices import TORCH_DTYPES, resolve_device
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
-from sparse_models.timing import mean_length
+from sparse_models.runtime.timing import mean_length
 
 
 def tokenized_batches(tokenizer: Any, texts: Iterable[str], batch_size: int, n_batches: int,
@@ -157,7 +157,7 @@ def levels_and_batch_sizes(options: SpeedOptions) -> tuple[list[float], list[int
 
 
 def device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
-    """``--device`` (as every command reads it: ``sparse_models.devices``) and ``--dtype``, the type the
+    """``--device`` (as every command reads it: ``sparse_models.runtime.devices``) and ``--dtype``, the type the
     weights are cast to for timing; refused in one line before any model loads."""
     if options.dtype not in DTYPES:
         raise UserInputError(f"--dtype {options.dtype!r}: expected {' or '.join(DTYPES)}")

@@ -1,5 +1,5 @@
 """What one comparison of dense and pruned models measures: random closed patterns at a removed share,
-FLOPs and index work, the timed passes (``sparse_models.timing``), the ideal speed-up, and one
+FLOPs and index work, the timed passes (``sparse_models.runtime.timing``), the ideal speed-up, and one
 ``SpeedRow`` per layout. ``glue-sparse speed`` (``run.py``) runs it over shares and batch sizes."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from sparse_models.accounting import parameter_accounting
-from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.pruned.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
-from sparse_models.timing import interleaved_rounds, paired_speedup, time_rounds
+from sparse_models.runtime.timing import interleaved_rounds, paired_speedup, time_rounds
 
 
 @dataclass

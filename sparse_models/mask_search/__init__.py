@@ -4,6 +4,6 @@ masks under a removal share, rearranged within each layer, their kept masks tune
 removed through sparse gates. Written from the paper's equations; the baseline beside magnitude pruning."""
 
 from sparse_models.mask_search.pipeline import MaskSearchResult, close_units, mask_search, unit_gates
-from sparse_models.mask_search.units import LAYOUTS, encoder_layers
+from sparse_models.mask_search.units import encoder_layers
 
-__all__ = ["LAYOUTS", "MaskSearchResult", "close_units", "encoder_layers", "mask_search", "unit_gates"]
+__all__ = ["MaskSearchResult", "close_units", "encoder_layers", "mask_search", "unit_gates"]

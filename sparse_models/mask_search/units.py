@@ -18,24 +18,9 @@ import torch
 from torch import nn
 
 from glue_sparse_tasks.errors import UserInputError
+from sparse_models.architectures import ENCODER_LAYOUTS
 
-__all__ = ["LAYOUTS", "EncoderLayer", "encoder_layers", "output_columns", "unit_costs"]
-
-_BERT = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-         "intermediate.dense", "output.dense")
-#: model_type -> the six matrices of a layer: query, key, value, attention output, FFN input, FFN output
-LAYOUTS: dict[str, tuple[str, ...]] = {
-    "bert": _BERT,
-    "roberta": _BERT,
-    "xlm-roberta": _BERT,
-    "electra": _BERT,
-    "mpnet": ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "intermediate.dense",
-              "output.dense"),
-    "distilbert": ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin", "ffn.lin1",
-                   "ffn.lin2"),
-}
-_HEADS_ATTRIBUTES = ("num_attention_heads", "n_heads")
-
+__all__ = ["EncoderLayer", "encoder_layers", "output_columns", "unit_costs"]
 
 @dataclass(frozen=True)
 class EncoderLayer:
@@ -90,15 +75,17 @@ def unit_costs(model: nn.Module, layer: EncoderLayer) -> tuple[int, int]:
 
 
 def encoder_layers(model: nn.Module) -> list[EncoderLayer]:
-    """Every layer of ``model`` (a classifier or the gated PEFT model around one), in depth order; a
-    one-line error for an architecture whose heads and channels this search does not know."""
+    """Every layer of ``model`` (a classifier or the gated PEFT model around one), in depth order (ALBERT's
+    one shared layer once); a one-line error for an architecture whose heads and channels this search does
+    not know, naming those it does."""
     config: Any = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type not in LAYOUTS:
-        raise UserInputError(f"mask search prunes heads and FFN channels of {', '.join(LAYOUTS)} encoders; this "
-                             f"model is {model_type!r}")
-    names = LAYOUTS[model_type]
-    heads = next((getattr(config, a) for a in _HEADS_ATTRIBUTES if getattr(config, a, None)), None)
+    if model_type not in ENCODER_LAYOUTS:
+        raise UserInputError(f"mask search prunes heads and FFN channels of {', '.join(ENCODER_LAYOUTS)} encoders "
+                             f"(six separate matrices per layer); this model is {model_type!r}")
+    layout = ENCODER_LAYOUTS[model_type]
+    names = layout.matrices
+    heads = getattr(config, layout.heads_attribute)
     layers = []
     for name, _ in model.named_modules():
         if not name.endswith("." + names[0]):

@@ -33,10 +33,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from glue_sparse_tasks.atomic import write_json_atomic
-from sparse_models.modeling_sparse_pruned import QueryKeyNarrowedAttention
-from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.pruned.modeling_sparse_pruned import QueryKeyNarrowedAttention
+from sparse_models.pruned.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.pruning import KEEP, REMOVE, ModulePlan, PruningPlan, Side
-from sparse_models.timing import interleaved_rounds
+from sparse_models.runtime.timing import interleaved_rounds
 
 __all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_LENGTH", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides",
            "choose_sides", "choose_whole_model"]

@@ -17,7 +17,8 @@ from transformers import PreTrainedModel
 
 from sparse_models import gates
 from sparse_models.architectures import DEFAULT_TARGET_MODULES, default_target_modules
-from sparse_models.modules import replace_module, unwrap_gated_model
+from sparse_models.modules import unwrap_gated_model
+from sparse_models.pruned.modeling_sparse_pruned import replace_module
 from sparse_models.sparse_gates.config import SparseGatesConfig
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
 from sparse_models.sparse_gates.layout_costs import (

@@ -23,10 +23,11 @@ from transformers.activations import ACT2FN
 from transformers.pytorch_utils import Conv1D
 
 from sparse_models.architectures import HEAD_NARROWING_TYPES, Chain, activation_name, chains_for  # noqa: F401
-from sparse_models.modeling_sparse_pruned import set_attention_head_sizes, wrap_pruned
-from sparse_models.modules import replace_module, unwrap_gated_model
-from sparse_models.pruned_linear import PrunedLinear
-from sparse_models.residual_add import adds_into_residual
+from sparse_models.pruned.modeling_sparse_pruned import set_attention_head_sizes, wrap_pruned
+from sparse_models.modules import unwrap_gated_model
+from sparse_models.pruned.modeling_sparse_pruned import replace_module
+from sparse_models.pruned.pruned_linear import PrunedLinear
+from sparse_models.pruned.residual_add import adds_into_residual
 from sparse_models.sparse_gates.layer import SparseGatesLayer
 
 __all__ = ["LAYOUTS", "ModulePlan", "PruningPlan", "Side", "plan_pruning", "prune_dense_model"]
@@ -67,7 +68,7 @@ class ModulePlan:
     alive_out: int = -1  # -1: same as kept (set in __post_init__; ``replace`` then carries it over)
     alive_in: int = -1
     head_narrowed: bool = False  # rows (q, k, v) or columns (attention output) laid out per attention head
-    residual_add: bool = False  # a row scatter here is an add into the residual (``sparse_models.residual_add``)
+    residual_add: bool = False  # a row scatter here is an add into the residual (``sparse_models.pruned.residual_add``)
 
     def __post_init__(self) -> None:
         if self.alive_out < 0:

@@ -5,7 +5,7 @@ compaction into a ``SparsePrunedForCausalLM`` that runs narrower matrices with n
 from sparse_models.structured.compact import compact, masked_copy
 from sparse_models.structured.scores import METHODS, collect_statistics, one_shot_plan
 from sparse_models.structured.unit_gates import add_unit_gates, gate_plan, remove_unit_gates
-from sparse_models.structured.units import UnitPlan, decoder_units
+from sparse_models.structured.units import UnitPlan, check_llama_heads, decoder_units
 
-__all__ = ["METHODS", "UnitPlan", "add_unit_gates", "collect_statistics", "compact", "decoder_units", "gate_plan",
+__all__ = ["METHODS", "UnitPlan", "add_unit_gates", "check_llama_heads", "collect_statistics", "compact", "decoder_units", "gate_plan",
            "masked_copy", "one_shot_plan", "remove_unit_gates"]

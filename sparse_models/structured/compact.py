@@ -8,10 +8,10 @@ import copy
 import torch
 from torch import nn
 
-from sparse_models.modeling_sparse_pruned import SparsePrunedPreTrainedModel, wrap_pruned_records
-from sparse_models.modules import replace_module
-from sparse_models.pruned_attention import set_kept_heads
-from sparse_models.pruned_linear import PrunedLinear
+from sparse_models.pruned.modeling_sparse_pruned import SparsePrunedPreTrainedModel, wrap_pruned_records
+from sparse_models.pruned.modeling_sparse_pruned import replace_module
+from sparse_models.pruned.pruned_attention import set_kept_heads
+from sparse_models.pruned.pruned_linear import PrunedLinear
 from sparse_models.structured.units import ATTENTION, MLP, UnitPlan
 
 __all__ = ["compact", "masked_copy", "kept_indices"]

@@ -162,3 +162,12 @@ class UnitPlan:
 def _expand(mask: torch.Tensor, width: int) -> torch.Tensor:
     """Indices of the ``width`` rows of every kept unit."""
     return torch.nonzero(mask.repeat_interleave(width)).flatten()
+
+
+def check_llama_heads(model_path: str) -> None:
+    """Refuse a model without Llama-style heads from its config alone (built on the meta device)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_path)
+    with torch.device("meta"):
+        decoder_units(AutoModelForCausalLM.from_config(config))

@@ -1,7 +1,9 @@
 """Pruned ``SparsePruned*`` models: the original architecture with ``PrunedLinear`` layers swapped in.
 
 The classes wrap an ordinary transformers model (``self.model``), so every architecture that can be
-gated can also be pruned, and they register with the Auto classes on ``import sparse_models``.
+gated can also be pruned. They register with the Auto classes on ``import sparse_models``, and travel
+beside saved weights as remote code (``trust_remote_code=True``): this folder imports only torch and
+transformers, and its modules import one another relatively.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers import (
-    AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
@@ -22,20 +23,27 @@ from transformers import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from sparse_models.configuration_sparse_pruned import SparsePrunedConfig
-from sparse_models.modules import replace_module
-from sparse_models.pruned_attention import set_kept_heads
-from sparse_models.pruned_linear import PrunedLinear
-from sparse_models.residual_add import fuse_residual_adds
+from .configuration_sparse_pruned import SparsePrunedConfig
+from .pruned_attention import set_kept_heads
+from .pruned_linear import PrunedLinear
+from .residual_add import fuse_residual_adds
 
 __all__ = [
     "SparsePrunedPreTrainedModel",
     "SparsePrunedModel",
     "SparsePrunedForSequenceClassification",
     "SparsePrunedForCausalLM",
+    "replace_module",
     "wrap_pruned",
     "wrap_pruned_records",
 ]
+
+def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
+    """Put ``new`` where the submodule called ``name`` is."""
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    setattr(parent, child, new)
+
 
 _AUTO_FOR_HEAD = {
     "sequence_classification": AutoModelForSequenceClassification,
@@ -223,9 +231,3 @@ def wrap_pruned_records(
     wrapped = _CLASS_FOR_HEAD[head](config, model=dense)
     wrapped.to(next(dense.parameters()).device)
     return wrapped.eval()
-
-
-AutoConfig.register(SparsePrunedConfig.model_type, SparsePrunedConfig, exist_ok=True)
-AutoModel.register(SparsePrunedConfig, SparsePrunedModel, exist_ok=True)
-AutoModelForSequenceClassification.register(SparsePrunedConfig, SparsePrunedForSequenceClassification, exist_ok=True)
-AutoModelForCausalLM.register(SparsePrunedConfig, SparsePrunedForCausalLM, exist_ok=True)

@@ -20,7 +20,7 @@ class SparsePrunedConfig(PretrainedConfig):
     module narrowed per head to its reduced head sizes, ``{"query_key": a, "value": b}`` (one int for
     both in checkpoints saved before the two could differ). ``attention_heads`` maps a Llama-style
     attention whose whole query heads were removed to, per kept query head, the index of its key/value
-    head among the kept ones (``sparse_models.pruned_attention``). A record's ``added_bias`` marks a bias
+    head among the kept ones (``sparse_models.pruned.pruned_attention``). A record's ``added_bias`` marks a bias
     the pruning method added (FLAP's compensation), counted as added parameters.
     """
 

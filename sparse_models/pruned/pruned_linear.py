@@ -22,7 +22,7 @@ class PrunedLinear(nn.Module):
     input already has exactly ``kept_in`` features (a narrowed producer upstream).
     ``scatter_out``: the output is written into zeros of the full width (the residual stream or an
     attention reshape needs it), or added straight into the residual (``add_to``) where the block's
-    own output module does that add (``sparse_models.residual_add``). Without it the narrow output
+    own output module does that add (``sparse_models.pruned.residual_add``). Without it the narrow output
     feeds a chained consumer directly.
     """
 

@@ -15,10 +15,16 @@ import functools
 import torch
 from torch import nn
 
-from sparse_models.architectures import RESIDUAL_OUTPUT_TYPES
-from sparse_models.pruned_linear import PrunedLinear
+from .pruned_linear import PrunedLinear
 
-__all__ = ["ResidualAddOutput", "adds_into_residual", "fuse_residual_adds"]
+__all__ = ["RESIDUAL_OUTPUT_TYPES", "ResidualAddOutput", "adds_into_residual", "fuse_residual_adds"]
+
+#: Model types whose output ``dense`` layers feed a ``LayerNorm(dropout(dense(h)) + residual)`` module
+#: (``BertSelfOutput``/``BertOutput`` and their copies, ``DebertaV2*Output``, ``MPNetOutput``), so a
+#: row-pruned ``dense`` can add its kept rows straight into the residual. GPT-2, Llama and the other
+#: decoders add in the block's own forward and keep the scatter. (The architecture table,
+#: ``sparse_models.architectures``, reads it from here: the pruned model must not import the package.)
+RESIDUAL_OUTPUT_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "deberta-v2", "mpnet")
 
 
 def adds_into_residual(model_type: str, name: str, parent: nn.Module | None) -> bool:

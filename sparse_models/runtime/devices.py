@@ -10,28 +10,38 @@ scores or times.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 from typing import Any, ContextManager
 
 import torch
 
 from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.precisions import PRECISIONS
 
 TORCH_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
                 "float16": torch.float16, "fp16": torch.float16}
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # glue_sparse's options name the same (test_devices checks)
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def resolve_device(name: str = "auto") -> torch.device:
-    """The torch device ``--device NAME`` means here; one line when it names no usable device."""
+def resolve_device(name: str | None = "auto", lenient: bool = False) -> torch.device:
+    """The torch device ``--device NAME`` means here; one line when it names no usable device. ``lenient``
+    (lm-eval's models, whose CLI passes ``cuda:0`` by default): a CUDA or MPS device asked for where none
+    is visible falls back to the CPU, with a warning unless it was that default."""
+    if name is None:
+        name = "cuda" if lenient else "auto"
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if lenient and ((name.startswith("cuda") and not torch.cuda.is_available())
+                    or (name == "mps" and not torch.backends.mps.is_available())):
+        if name not in ("cuda", "cuda:0", "mps"):
+            warnings.warn(f"device={name!r} requested but it is not available here; using cpu")
+        return torch.device("cpu")
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
         device = None
-    if device is None or device.type not in ("cpu", "cuda"):
+    if device is None or device.type not in ("cpu", "cuda", *(("mps",) if lenient else ())):
         raise UserInputError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserInputError(f"--device {name}: no such CUDA device here (none visible); use --device cpu or auto")

@@ -1,0 +1,8 @@
+"""The names ``--precision`` takes, written once for every layer: the method core resolves them
+(``sparse_models.runtime.devices``) and the workflows' option dataclasses check them on creation, without
+importing torch (so ``--help`` stays instant)."""
+
+from __future__ import annotations
+
+#: auto (bf16 autocast on a CUDA device that supports it, fp32 elsewhere), or the autocast type itself
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
