@@ -22,6 +22,7 @@ from sparse_models.pruned import (
     SparsePrunedModel,
     SparsePrunedPreTrainedModel,
 )
+from sparse_models.removal import RemovalSchedule, close_lowest
 from sparse_models.sparse_gates import SparseGatesConfig, SparseGatesModel
 from sparse_models.sparse_gates.pruning import plan_pruning
 
@@ -29,14 +30,18 @@ __all__ = [
     "ParameterAccounting",
     "PrunedLinear",
     "QueryKeyNarrowedAttention",
+    "RemovalCallback",
+    "RemovalSchedule",
     "ResidualAddOutput",
     "SparseGatesConfig",
     "SparseGatesModel",
+    "SparseGatesTrainer",
     "SparsePrunedConfig",
     "SparsePrunedForCausalLM",
     "SparsePrunedForSequenceClassification",
     "SparsePrunedModel",
     "SparsePrunedPreTrainedModel",
+    "close_lowest",
     "parameter_accounting",
     "plan_pruning",
 ]
@@ -54,7 +59,16 @@ RENAMED = {
 }
 
 
+#: exported, but imported on first use: the trainer loads transformers' Trainer (and accelerate), which
+#: ``import sparse_models`` (run by lm-eval's start-up registration too) does not need
+LAZY = {"SparseGatesTrainer": "sparse_models.trainer", "RemovalCallback": "sparse_models.trainer"}
+
+
 def __getattr__(name: str):
+    if name in LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(LAZY[name]), name)
     if name in RENAMED:
         import warnings
 

@@ -82,3 +82,11 @@ def shared_glue_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"real GLUE data not found at {path} (set GLUE_SPARSE_SHARED_DATA)")
     return path
+
+
+@pytest.fixture(scope="session")
+def glue_sparse_wheel(tmp_path_factory) -> Path:
+    """The package's wheel, built once per session from this checkout (as a user's ``pip install .`` builds it)."""
+    from tests.no_weights_env import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("dist"))

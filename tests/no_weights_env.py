@@ -28,8 +28,10 @@ def build_wheel(out_dir: Path) -> Path:
     return next(out_dir.glob("glue_sparse-*.whl"))
 
 
-def make_env(root: Path, wheel: Path) -> Path:
-    """Create the environment under ``root``; returns its ``bin`` folder (``python``, ``glue-sparse``)."""
+def make_env(root: Path, wheel: Path | None) -> Path:
+    """Create the environment under ``root``; returns its ``bin`` folder (``python``, ``glue-sparse``).
+    ``wheel=None``: a machine with torch, transformers, peft and lm-eval but no glue-sparse at all (someone who
+    downloads a pruned model and loads it with ``trust_remote_code=True``)."""
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     bin_dir = venv / "bin"
@@ -43,6 +45,8 @@ def make_env(root: Path, wheel: Path) -> Path:
                 continue
             (view / entry.name).symlink_to(entry)
     (site / "machine_dependencies.pth").write_text(f"{view}\n")
+    if wheel is None:
+        return bin_dir
     subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",
                     "--no-index", str(wheel)], check=True, capture_output=True, text=True,
                    env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignore"})

@@ -62,3 +62,18 @@ def test_readme_smollm2_headline_is_the_posttrain_store():
     for name, key in [("dense", "dense"), ("unit gates", "gates@0.2"), ("FLAP", "flap@0.2"),
                       ("wanda-sp", "wanda-sp@0.2")]:
         assert f"{name} {ppl[key]['c4']:.1f} / {ppl[key]['wikitext2']:.1f}" in cell, (key, cell)
+
+
+def test_the_python_api_example_runs_and_prunes(tmp_path, monkeypatch):
+    """docs/python-api.md's example, run as written (issue #62): it trains, closes 30% and saves a smaller model."""
+    import contextlib
+    import io
+
+    code = re.search(r"```python\n(.*?)```", (REPO / "docs" / "python-api.md").read_text(), re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "docs/python-api.md", "exec"), {})
+    assert "closed 30.0% of gated weights" in printed.getvalue()
+    left, before = (int(n.replace(",", "")) for n in re.findall(r"([\d,]+) of ([\d,]+) parameters", printed.getvalue())[0])
+    assert left < before and (tmp_path / "example_pruned" / "modeling_sparse_pruned.py").is_file()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.no_weights_env import build_wheel, make_env
+from tests.no_weights_env import make_env
 from tests.tiny_models import save_tiny_classifier, save_tiny_llama_with_tokenizer, write_text_corpora
 
 WORDS = "the a cat dog sat ran on under mat tree quickly slowly big small red green house river".split()
@@ -27,10 +27,10 @@ def _docs(n: int, seed: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, glue_sparse_wheel):
     """The environment, a tiny BERT classifier and a tiny Llama in folders, and C4/WikiText files."""
     root = tmp_path_factory.mktemp("no_weights")
-    bin_dir = make_env(root, build_wheel(root / "dist"))
+    bin_dir = make_env(root, glue_sparse_wheel)
     corpora = write_text_corpora(root / "corpora", _docs(80, 1), " \n = First = \n \n a b c . \n \n = Second = \n f g . \n")
     return {"bin": bin_dir, "root": root, "bert": save_tiny_classifier(root / "bert", 2),
             "llama": save_tiny_llama_with_tokenizer(root / "llama", _docs(200, 0)), "corpora": corpora}

@@ -9,11 +9,9 @@ package version, so finished work is skipped and an interrupted bench resumes wh
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -24,18 +22,18 @@ from typing import Any
 import glue_sparse_tasks
 from glue_sparse.bench.options import BenchConfig, BenchConfigError, arm_folder
 from glue_sparse.bench.store import STORE_FILE, SUPERSEDED_DIR, SUPERSEDED_FILE, read_store, row_key, write_store
+from glue_sparse.common.latency import checkpoint_latency
+from glue_sparse.common.model_card import LATENCY_FILE, LM_EVAL_SOURCE, write_run_cards
 from glue_sparse.common.run_environment import git_state
 from glue_sparse.finetune.options import TrainingOptions  # the tokens-per-example default
 from glue_sparse.finetune.run_dir import IDENTITY_FILE, MAGNITUDE_SOURCE, identity
 from glue_sparse_tasks import TASKS_DIR
+from glue_sparse_tasks.atomic import write_json_atomic
 from glue_sparse_tasks.data import load_glue_rows
-from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
+from glue_sparse_tasks.glue_tasks import evaluation_split
 from glue_sparse_tasks.scoring import chance_score
-from sparse_models.accounting import parameter_accounting
-from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
+from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
 from sparse_models.runtime.devices import resolve_device
-from sparse_models.runtime.timing import mean_length, paired_speedup, time_rounds
-from sparse_models.trainer import sparse_gates_tuner
 
 LM_EVAL_METRIC_KEYS = {"acc": "accuracy", "f1": "f1", "mcc": "mcc", "pearson": "pearson", "spearman": "spearman",
                        "acc_matched": "matched_accuracy", "acc_mismatched": "mismatched_accuracy"}
@@ -64,51 +62,21 @@ def flat_metrics_from_lm_eval(task: str, metrics: dict[str, float]) -> dict[str,
     return {f"{task}_{LM_EVAL_METRIC_KEYS[k]}": v for k, v in metrics.items() if k in LM_EVAL_METRIC_KEYS}
 
 
-def _latency(task_dir: Path, task: str, bench: BenchConfig, data_dir: str | None) -> dict[str, Any]:
-    """CPU ms per batch on the first validation docs: the dense architecture, and the pruned model.
+def _latency(task_dir: Path, task: str, bench: BenchConfig) -> dict[str, Any]:
+    """The cell's latency at the bench's settings (``checkpoint_latency``)."""
+    return checkpoint_latency(task_dir, task, bench.data_dir, bench.use_hub, bench.latency_docs,
+                              bench.latency_batch_size, bench.latency_rounds, TrainingOptions.max_length)
 
-    A gates adapter is pruned here, on the machine that times it (the layout is chosen by timing on
-    this machine for the timed batches' token count, see ``layout_costs``); other runs time the pruned
-    model they saved. The entry records what the timed model closed and physically removed."""
-    import torch
-    from transformers import AutoModelForSequenceClassification
 
-    ckpt = describe_checkpoint(task_dir)
-    model, tokenizer = load_classifier(ckpt, torch.float32, "cpu")
-    split = evaluation_split(task)
-    rows, _ = load_glue_rows(task, split, data_dir, limit=bench.latency_docs, use_hub=bench.use_hub)
-    fields = GLUE_TASKS[task].text_fields
-    bs = bench.latency_batch_size
-    batches = [dict(tokenizer(*[[r[f] for r in rows[i:i + bs]] for f in fields], padding=True, truncation=True,
-                              max_length=TrainingOptions.max_length, return_tensors="pt"))
-               for i in range(0, len(rows), bs)]
-    # the layout is chosen for the token count of the batches it is timed on, as a user would prune for theirs
-    layout_tokens = round(statistics.mean(b["input_ids"].numel() for b in batches))
-    layout_length = mean_length(batches)
-    pruned = None
-    if ckpt.kind == "adapter":
-        if sparse_gates_tuner(model):
-            pruned = copy.deepcopy(model).merge_and_unload(layout_tokens=layout_tokens, layout_length=layout_length)
-            model = model.merge_and_unload(prune=False)
-        else:
-            model = model.merge_and_unload()
-    if pruned is None and (task_dir / PRUNED_SUBDIR).is_dir():
-        pruned = AutoModelForSequenceClassification.from_pretrained(task_dir / PRUNED_SUBDIR)
-    models = [model.eval()] + ([pruned.eval()] if pruned is not None else [])
-    samples = time_rounds(models, batches, bench.latency_rounds)
-    out = {"docs": len(rows), "batch_size": bs, "batches": len(batches), "threads": torch.get_num_threads(),
-           "dense_ms_per_batch": 1000 * statistics.median(samples[0]) / len(batches), "git": git_state()}
-    if pruned is not None:
-        accounting = parameter_accounting(pruned)
-        speedup = paired_speedup(samples[0], samples[1])
-        out["pruned_ms_per_batch"] = 1000 * statistics.median(samples[1]) / len(batches)
-        out["latency_ratio"] = speedup.median
-        out["latency_ratio_range"] = [speedup.low, speedup.high]
-        out["closed_share_of_gated"] = accounting.closed_share_of_gated
-        out["removed_share_of_gated"] = accounting.removed_share_of_gated
-        if ckpt.kind == "adapter":  # pruned here: record the token count its layout was chosen for
-            out["layout_tokens"] = layout_tokens
-    return out
+def refresh_cards(task_dir: Path, row: dict[str, Any]) -> None:
+    """Rewrite a cell's model cards with its lm-eval scores and, once timed, its latency (kept beside them in
+    ``latency.json`` for ``glue-sparse export``)."""
+    if not (task_dir / RUN_FILE).is_file():
+        return  # a row from another machine whose run folder is not here
+    if row.get("latency"):
+        write_json_atomic(task_dir / LATENCY_FILE, row["latency"])
+    write_run_cards(task_dir, json.loads((task_dir / RUN_FILE).read_text()), row["flat_metrics"], LM_EVAL_SOURCE,
+                    row.get("latency"))
 
 
 def _chance(task: str, bench: BenchConfig) -> float:
@@ -138,9 +106,10 @@ def complete_rows(rows: list[dict[str, Any]], bench: BenchConfig, output: Path, 
                  and (code["dirty"] is not False or (row.get("latency") or {}).get("git") != code))
         if (row.get("latency") is None or stale) and bench.latency_rounds:
             log(f"{row['task']} · {row['label']} · {row['regime']} · seed {row['seed']}: timing CPU eval latency")
-            row["latency"], changed = _latency(output / row["run_dir"], row["task"], bench, bench.data_dir), True
+            row["latency"], changed = _latency(output / row["run_dir"], row["task"], bench), True
         if changed:
             write_store(store, rows)
+            refresh_cards(output / row["run_dir"], row)
 
 
 def _link_magnitude_source(run_root: Path, full_root: Path) -> None:
@@ -258,7 +227,8 @@ def run_cell(run: dict[str, Any], bench: BenchConfig, output: str | Path, key: s
     latency = None
     if bench.latency_timing == "cell" and bench.latency_rounds:
         log(f"{title}: timing CPU eval latency")
-        latency = _latency(task_dir, task, bench, bench.data_dir)
+        latency = _latency(task_dir, task, bench)
+    refresh_cards(task_dir, {"flat_metrics": flat_metrics_from_lm_eval(task, metrics), "latency": latency})
     return {
         "key": key, "task": task, "label": run["label"], "method": run["method"], "regime": run["regime"],
         "seed": run["seed"], "base_model": ident["base_model"], "hyperparameters": ident,

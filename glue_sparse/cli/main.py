@@ -16,6 +16,7 @@ from collections.abc import Collection
 
 from glue_sparse.cli.commands import SUBCOMMANDS
 from glue_sparse.cli.flags import add_dataclass_flags
+from glue_sparse.common.run_environment import record_command
 from glue_sparse.eval import command as eval_command
 from glue_sparse_tasks.console import configure_console
 from glue_sparse_tasks.errors import UserInputError
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     verbose = any(a in ("-v", "--verbose") for a in argv)
     argv = [a for a in argv if a not in ("-v", "--verbose")]
     configure_console(verbose)
+    record_command(argv)
     try:
         if argv[:1] == ["eval"]:
             return eval_command.run(argv[1:])

@@ -84,3 +84,42 @@ def measured_stage(device: Any) -> Iterator[dict[str, Any]]:
     measured["train_seconds"] = time.perf_counter() - started
     measured["peak_rss_bytes"] = peak_rss_bytes()
     measured["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
+
+
+#: the environment variable that carries the ``glue-sparse`` command line into the processes it starts (a
+#: bench's fine-tunes), so a run records the command a user typed, not a worker's
+COMMAND_ENV = "GLUE_SPARSE_COMMAND"
+
+
+def record_command(argv: list[str]) -> None:
+    """Remember ``glue-sparse ARGV`` as the command that made what this process (and its children) write,
+    unless a parent process already did."""
+    import os
+    import shlex
+
+    os.environ.setdefault(COMMAND_ENV, shlex.join(["glue-sparse", *argv]))
+
+
+def invoking_command() -> str | None:
+    """The ``glue-sparse`` command line that started this work (None from the Python API)."""
+    import os
+
+    return os.environ.get(COMMAND_ENV)
+
+
+def machine_description() -> str:
+    """The machine a timing ran on, in words: processor model, cores and torch's intra-op threads."""
+    import os
+    import platform
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+
+    return f"{model}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"

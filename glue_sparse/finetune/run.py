@@ -20,7 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from glue_sparse.common.run_environment import git_state, measured_stage, package_versions
+from glue_sparse.common.model_card import TRAINER_SOURCE, write_run_cards
+from glue_sparse.common.run_environment import git_state, invoking_command, measured_stage, package_versions
 from glue_sparse.common.packaged import model_identity
 from glue_sparse.finetune.mask_search import (
     START_MASK_FILE,
@@ -203,10 +204,10 @@ def _final_metrics(trainer: Any, epochs: list[dict[str, Any]], config: FinetuneC
     return {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
 
 
-def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: Any) -> Any:
+def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: Any) -> dict[str, Any]:
     """Write the trained model (gates+full, magnitude, mask-search: a plain HF folder with the masks folded in,
-    an adapter as itself; full fine-tuning is saved by the Trainer) and return the pruned model to save
-    with ``prune``, or None. Main process only."""
+    an adapter as itself; full fine-tuning is saved by the Trainer) and, with ``prune``, the pruned model in
+    ``pruned/``; run.json's record of the latter. Main process only."""
     whole = saves_whole_model(config)
     pruned = copy.deepcopy(model).merge_and_unload() if whole and config.prune else None
     if whole:
@@ -217,7 +218,12 @@ def _save_models(model: Any, config: FinetuneConfig, task_dir: Path, tokenizer: 
         tokenizer.save_pretrained(str(task_dir))
     if config.prune and not whole:
         pruned = model.merge_and_unload()
-    return pruned
+    if pruned is None:
+        return {}
+    pruned.save_pretrained(str(task_dir / PRUNED_SUBDIR))
+    tokenizer.save_pretrained(str(task_dir / PRUNED_SUBDIR))
+    return {"pruned": {"path": PRUNED_SUBDIR, "saved_bytes": _saved_bytes(task_dir / PRUNED_SUBDIR),
+                       "accounting": parameter_accounting(pruned).to_dict()}}
 
 
 def _run_record(config: FinetuneConfig, hp: dict[str, Any], ident: dict[str, Any], trainer: Any,
@@ -256,6 +262,7 @@ def _run_record(config: FinetuneConfig, hp: dict[str, Any], ident: dict[str, Any
         "world_size": trainer.args.world_size,
         "effective_batch_size": hp["batch_size"] * config.gradient_accumulation_steps * trainer.args.world_size,
         "gate_fingerprint_by_rank": gate_prints,
+        "command": invoking_command(),
     }
 
 
@@ -343,17 +350,14 @@ def run_finetune(
         return json.loads((task_dir / RUN_FILE).read_text())
     built_on = _built_on(config, source, task_dir, model, searched or {
         "one_shot_metrics": one_shot, "refinetune_steps": trainer.state.global_step})  # before saving folds gates
-    pruned = _save_models(model, config, task_dir, tokenizer)
+    saved = _save_models(model, config, task_dir, tokenizer)
     record = {**_run_record(config, hp, ident, trainer, (train, validation), accounting, task_dir, measured, epochs,
-                            final, gate_prints), **built_on}
-    if pruned is not None:
-        pruned.save_pretrained(str(task_dir / PRUNED_SUBDIR))
-        tokenizer.save_pretrained(str(task_dir / PRUNED_SUBDIR))
-        record["pruned"] = {"path": "pruned", "saved_bytes": _saved_bytes(task_dir / PRUNED_SUBDIR),
-                            "accounting": parameter_accounting(pruned).to_dict()}
+                            final, gate_prints), **built_on, **saved}
     if not keep_checkpoints:
         shutil.rmtree(task_dir / CHECKPOINTS, ignore_errors=True)
     write_json_atomic(task_dir / RUN_FILE, record)
+    write_run_cards(task_dir, record, record["final_metrics"], TRAINER_SOURCE, base_folder=resolve_base_model(
+        config.base_model))
     processes.wait_for_everyone()
     return record
 

@@ -9,7 +9,10 @@ transformers, and its modules import one another relatively.
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,6 +36,8 @@ __all__ = [
     "SparsePrunedModel",
     "SparsePrunedForSequenceClassification",
     "SparsePrunedForCausalLM",
+    "AUTO_MAP",
+    "copy_code",
     "replace_module",
     "wrap_pruned",
     "wrap_pruned_records",
@@ -50,6 +55,30 @@ _AUTO_FOR_HEAD = {
     "causal_lm": AutoModelForCausalLM,
     "base": AutoModel,
 }
+
+
+#: the remote-code entry points every saved pruned model carries in its config, beside this folder's files
+AUTO_MAP = {
+    "AutoConfig": "configuration_sparse_pruned.SparsePrunedConfig",
+    "AutoModel": "modeling_sparse_pruned.SparsePrunedModel",
+    "AutoModelForSequenceClassification": "modeling_sparse_pruned.SparsePrunedForSequenceClassification",
+    "AutoModelForCausalLM": "modeling_sparse_pruned.SparsePrunedForCausalLM",
+}
+
+
+def copy_code(folder: str | os.PathLike) -> list[Path]:
+    """Copy this module and every module it imports relatively (the pruned model's whole code: configuration,
+    modeling, pruned linear and attention, residual fusion) into ``folder``; the copied paths."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    here = Path(__file__)
+    copied = []
+    for source in [here, *map(Path, get_relative_import_files(str(here)))]:
+        target = Path(folder) / source.name
+        if source.resolve() != target.resolve():
+            shutil.copyfile(source, target)
+        copied.append(target)
+    return copied
 
 
 class SparsePrunedPreTrainedModel(PreTrainedModel):
@@ -83,6 +112,15 @@ class SparsePrunedPreTrainedModel(PreTrainedModel):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.model(*args, **kwargs)
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+        """Save as transformers does, with the model's code beside the weights and ``auto_map`` in its config,
+        so the folder loads where glue-sparse is not installed (``trust_remote_code=True``)."""
+        self.config.auto_map = dict(AUTO_MAP)
+        out = super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            copy_code(save_directory)
+        return out
 
 
 class SparsePrunedModel(SparsePrunedPreTrainedModel):

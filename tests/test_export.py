@@ -1,0 +1,89 @@
+"""Model cards and ``glue-sparse export`` (issue #62): every kept checkpoint and pruned model gets a card whose
+Hub metadata ``huggingface_hub``'s own readers turn back into the run's scores; export writes one Hub-ready
+folder per task and refuses, in one line and before writing, a task or variant the run lacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from huggingface_hub import ModelCard, metadata_load
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+from glue_sparse.cli.main import main
+from glue_sparse.finetune.options import FinetuneConfig
+from glue_sparse.finetune.run import run_finetune
+from tests.tiny_models import save_tiny_classifier
+
+
+@pytest.fixture(scope="module")
+def run_dir(glue_fixture_dir, tmp_path_factory):
+    """A gates run on MRPC with its pruned model, and a full run on RTE without one, in one run folder."""
+    base = save_tiny_classifier(tmp_path_factory.mktemp("export_base"), 2, seed=41)
+    out = tmp_path_factory.mktemp("export_run")
+    common = dict(base_model=str(base), train_limit=24, epochs=1, batch_size=8, max_length=32)
+    run_finetune(FinetuneConfig(task="mrpc", method="gates", target_removal=0.3, prune=True, **common), out,
+                 data_dir=str(glue_fixture_dir), use_hub=False)
+    run_finetune(FinetuneConfig(task="rte", method="full", **common), out, data_dir=str(glue_fixture_dir),
+                 use_hub=False)
+    return out
+
+
+def _card_scores(folder) -> dict[str, float]:
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.library_name == "transformers" and card.data.pipeline_tag == "text-classification"
+    name, results = model_index_to_eval_results(metadata_load(folder / "README.md")["model-index"])
+    assert name and all(r.dataset_type == "nyu-mll/glue" and r.dataset_split == "validation" for r in results)
+    return {f"{r.dataset_config}:{r.metric_type}": r.metric_value for r in results}
+
+
+def test_every_kept_checkpoint_and_pruned_model_has_a_card_with_the_runs_scores(run_dir):
+    record = json.loads((run_dir / "mrpc" / "run.json").read_text())
+    expected = {"mrpc:accuracy": record["final_metrics"]["accuracy"], "mrpc:f1": record["final_metrics"]["f1"]}
+    assert _card_scores(run_dir / "mrpc") == expected
+    assert _card_scores(run_dir / "mrpc" / "pruned") == expected
+    text = (run_dir / "mrpc" / "pruned" / "README.md").read_text()
+    closed = record["pruned"]["accounting"]["closed_share_of_gated"]
+    assert "trust_remote_code=True" in text and f"gated weights closed (removable) | {100 * closed:.1f}%" in text
+    assert abs(closed - 0.3) < 0.01
+    assert "custom_code" in ModelCard.load(run_dir / "mrpc" / "pruned" / "README.md").data.tags
+    assert "rte:accuracy" in _card_scores(run_dir / "rte")
+
+
+def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_path, glue_fixture_dir):
+    from transformers import AutoModelForSequenceClassification
+
+    import sparse_models  # noqa: F401  (registers the pruned classes)
+
+    out = tmp_path / "hub"
+    assert main(["export", "--run", str(run_dir), "--task", "mrpc", "--variant", "pruned", "--output", str(out),
+                 "--data-dir", str(glue_fixture_dir), "--latency-docs", "8"]) == 0
+    folder = out / "mrpc"
+    files = {p.name for p in folder.iterdir()}
+    assert {"config.json", "model.safetensors", "README.md", "modeling_sparse_pruned.py", "tokenizer.json"} <= files
+    assert json.loads((folder / "config.json").read_text())["auto_map"]
+    record = json.loads((run_dir / "mrpc" / "run.json").read_text())
+    assert _card_scores(folder) == {"mrpc:accuracy": record["final_metrics"]["accuracy"],
+                                    "mrpc:f1": record["final_metrics"]["f1"]}
+    assert "× the dense model's speed" in (folder / "README.md").read_text()  # timed here: the run was not
+    # the checkpoint variant of a gates adapter: a plain model with the closed rows and columns folded in
+    assert main(["export", "--run", str(run_dir), "--output", str(tmp_path / "plain"), "--latency-docs", "0"]) == 0
+    plain = AutoModelForSequenceClassification.from_pretrained(tmp_path / "plain" / "mrpc").eval()
+    pruned = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    assert plain.config.model_type == "bert" and (tmp_path / "plain" / "rte" / "README.md").is_file()
+    ids = torch.randint(1, 100, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(plain(input_ids=ids).logits, pruned(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task", "cola"], "has no finished run for task(s) cola; it holds mrpc, rte"),
+    (["--task", "rte", "--variant", "pruned"], "--variant pruned: the run kept no pruned model for rte"),
+    (["--variant", "fused"], "--variant 'fused': expected one of checkpoint, pruned"),
+])
+def test_export_refuses_a_task_or_variant_the_run_lacks_in_one_line(run_dir, tmp_path, capsys, args, message):
+    assert main(["export", "--run", str(run_dir), "--output", str(tmp_path / "out"), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
