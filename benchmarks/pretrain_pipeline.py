@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from glue_sparse.common.packaged import file_sha256  # noqa: E402
+from glue_sparse.common.cache_root import file_sha256  # noqa: E402
 from glue_sparse.pretrain.data import PackedBlocks, lane_sources, load_tokenizer, train_source  # noqa: E402
 from glue_sparse.pretrain.options import PretrainOptions
 from glue_sparse.pretrain.run import build_model

@@ -43,6 +43,9 @@ SUITE: dict[str, Benchmark] = {
         "thread_determinism.py", "MiniLM fine-tuning steps at 1 vs 2 intra-op threads: gradients, weights and "
         "validation logits that differ (why a re-trained teacher need not match its full row)",
         ("--data-dir", "{data}", "--out", "{out}/threads", "--steps", "1", "--batch-size", "2")),
+    "shard-hashes": Benchmark("shard_hashes.py", "naming pre-training shards by content at start-up: re-hashing "
+                              "every shard in every process vs the hashes remembered in the cache",
+                              ("--shards", "4", "--mb", "0.1", "--runs", "1")),
     "cli-startup": Benchmark("cli_startup.py", "glue-sparse --help and subcommand --help vs python -c pass",
                              ("--runs", "1")),
     "startup-hook": Benchmark("startup_hook.py", "python start-up with the lazy lm-eval hook on vs off", ("1",)),

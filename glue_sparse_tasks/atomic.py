@@ -12,7 +12,7 @@ from glue_sparse_tasks.errors import UserInputError
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
+    """Write to a temporary file in the same folder, fsync, rename over ``path``, fsync the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -25,11 +25,27 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        fsync_folder(path.parent)  # the rename itself survives a power cut
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def fsync_folder(folder: str | os.PathLike) -> None:
+    """Make a folder's entries (a file created or renamed in it) durable; a no-op where folders cannot be
+    opened for it (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:

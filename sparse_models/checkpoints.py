@@ -46,10 +46,84 @@ MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
                  "pytorch_model.bin.index.json")
 
 
-def check_complete(path: str | os.PathLike) -> None:
-    """Refuse, naming the folder and the missing file, a checkpoint whose weights are not there; else
-    PEFT and transformers fall back to the Hub and fail with a message about something else."""
+def _safetensors_problem(file: Path) -> str | None:
+    """What is wrong with a safetensors file, read from its header alone (cheap), or None."""
+    from safetensors import safe_open
+
+    size = file.stat().st_size
+    with file.open("rb") as handle:
+        head = handle.read(8)
+    declared = int.from_bytes(head, "little") if len(head) == 8 else None
+    if declared is None or (declared < 100 << 20 and 8 + declared > size):
+        return f"truncated ({size:,} bytes: its header alone needs more)"
+    try:
+        with safe_open(str(file), "pt") as handle:
+            handle.keys()
+    except Exception as exc:  # noqa: BLE001  (safetensors raises its own error type, and OSError)
+        text = str(exc)
+        if "incomplete metadata" in text or "not fully covered" in text or "too small" in text:
+            return "truncated (its header promises more bytes than the file holds)"
+        return f"not a safetensors file ({text})"
+    return None
+
+
+def check_weights(path: str | os.PathLike) -> None:
+    """Refuse in one line, before anything loads or is written, a checkpoint folder whose weights are damaged:
+    a safetensors file that is truncated or not safetensors at all, a shard index naming a shard that is
+    missing or lacks the tensors it should hold, a PyTorch file that is no readable archive."""
+    import zipfile
+
     path = Path(path)
+    cure = "download or copy it again"
+    for name in (*MODEL_WEIGHTS, *ADAPTER_WEIGHTS):
+        file = path / name
+        if not file.is_file():
+            continue
+        if name.endswith(".index.json"):
+            weight_map = _read_json(file).get("weight_map") or {}
+            for shard in sorted(set(weight_map.values())):
+                if not (path / shard).is_file():
+                    raise CheckpointError(f"{path / shard}: missing, but {name} names it; {cure}")
+                problem = _safetensors_problem(path / shard) if shard.endswith(".safetensors") else None
+                if problem:
+                    raise CheckpointError(f"{path / shard}: {problem}; {cure}")
+                if shard.endswith(".safetensors"):
+                    from safetensors import safe_open
+
+                    with safe_open(str(path / shard), "pt") as handle:
+                        missing = sorted(set(k for k, v in weight_map.items() if v == shard) - set(handle.keys()))
+                    if missing:
+                        raise CheckpointError(f"{path / shard}: lacks {len(missing)} tensor(s) {name} puts there "
+                                              f"(first: {missing[0]}); {cure}")
+        elif name.endswith(".safetensors"):
+            problem = _safetensors_problem(file)
+            if problem:
+                raise CheckpointError(f"{file}: {problem}; {cure}")
+        elif not zipfile.is_zipfile(file):
+            raise CheckpointError(f"{file}: truncated or not a PyTorch weights archive; {cure}")
+
+
+def check_model(name: str | os.PathLike | None) -> None:
+    """``check_weights`` for what a ``--model`` names: a local folder, or a Hub id's snapshot in the local Hub
+    cache (nothing to check yet where it is not cached: the download is then whole or fails itself)."""
+    if name is None:
+        return
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(str(name), local_files_only=True))
+        except Exception:  # noqa: BLE001  (not cached, not a Hub id: the load itself will say)
+            return
+    check_weights(folder)
+
+
+def check_complete(path: str | os.PathLike) -> None:
+    """Refuse, naming the folder and the missing or damaged file, a checkpoint whose weights are not there or
+    not whole; else PEFT and transformers fall back to the Hub, or fail deep inside, about something else."""
+    path = Path(path)
+    check_weights(path)
     if (path / "adapter_config.json").is_file():
         if not any((path / f).is_file() for f in ADAPTER_WEIGHTS):
             raise CheckpointError(f"{path}: adapter_config.json is there but no adapter weights "

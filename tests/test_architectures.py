@@ -200,7 +200,8 @@ def test_the_mpnet_helper_joins_a_split_zip_once_and_names_it_by_content(tmp_pat
     cache. Here on a tiny real MPNet folder zipped and cut the same way (the real parts are 440 MB)."""
     import zipfile
 
-    from glue_sparse.common.packaged import CACHE_ENV, model_identity, mpnet_base_path
+    from glue_sparse.common.cache_root import CACHE_ENV
+    from glue_sparse.common.packaged import model_identity, mpnet_base_path
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     model = BUILDERS["mpnet"]()

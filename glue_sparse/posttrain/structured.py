@@ -33,6 +33,7 @@ from glue_sparse_tasks.data import fingerprint
 from sparse_models.accounting import parameter_accounting
 from sparse_models.runtime.devices import autocast, resolve_device, resolve_precision, trainer_arguments
 from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
+from sparse_models.checkpoints import check_model
 from sparse_models.structured import check_llama_heads, compact, decoder_units, one_shot_plan
 from sparse_models.structured.scores import METHODS as ONE_SHOT
 from sparse_models.structured.scores import collect_statistics
@@ -250,6 +251,7 @@ def run_structured_posttrain(options: PosttrainOptions) -> list[dict[str, Any]]:
     out_dir = Path(options.out_dir)
     check_writable(out_dir, "--out-dir")
     model_path = options.model or smollm2_path()
+    check_model(model_path)
     check_llama_heads(model_path)
     inputs = _prepare(options, methods, model_path)
     results_path = out_dir / RESULTS

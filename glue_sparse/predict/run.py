@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from glue_sparse.common.packaged import file_sha256, model_identity
+from glue_sparse.common.cache_root import file_sha256
+from glue_sparse.common.packaged import model_identity
 from glue_sparse.predict.options import PredictInputError, PredictOptions
 from glue_sparse.predict.samples import FilePredictions, predictions_from_samples, read_samples, sample_files
 from glue_sparse.predict.writer import check_output, write_submission

@@ -13,8 +13,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -23,7 +21,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch.utils.data import IterableDataset
 
-from glue_sparse.common.packaged import cache_root, smollm2_path
+from glue_sparse.common.cache import open_entry
+from glue_sparse.common.packaged import smollm2_path
 from glue_sparse.perplexity.options import PerplexityError
 from glue_sparse.common.causal_lm import doc_range, packed_token_stream
 from glue_sparse.pretrain.token_cache import TokenLane, lane_spans, shard_tokens, tokenizer_fingerprint
@@ -254,23 +253,19 @@ def _trained_bpe(spec: str, source: TrainSource) -> tuple[Any, dict[str, Any]]:
         raise PretrainDataError(f"--tokenizer {spec!r}: expected bpe:N with N >= 300 (256 bytes + merges)")
     texts = list(islice(source.documents(), BPE_TRAIN_DOCS))
     digest = hashlib.sha256(json.dumps([vocab, tokenizers.__version__, texts]).encode()).hexdigest()[:16]
-    target = cache_root() / "tokenizers" / f"bpe-{vocab}-{digest}"
     record = {"kind": "bpe trained on the training documents", "trained_on_docs": len(texts),
               "content_sha256_16": digest, "tokenizers_version": tokenizers.__version__}
-    if not (target / "tokenizer.json").is_file():
+
+    def build(staging: Path) -> None:
         bpe = Tokenizer(models.BPE())
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         bpe.decoder = decoders.ByteLevel()
         bpe.train_from_iterator(texts, trainers.BpeTrainer(
             vocab_size=vocab, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False))
-        fast = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, bos_token=EOS, pad_token=EOS,
-                                       unk_token=None)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
-        fast.save_pretrained(str(staging))
-        try:  # another process may have built the same one meanwhile: either copy is the same
-            staging.rename(target)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
+        PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, bos_token=EOS, pad_token=EOS,
+                                unk_token=None).save_pretrained(str(staging))
+
+    target = open_entry("tokenizers", f"bpe-{vocab}-{digest}", build,
+                        f"bpe:{vocab} on {len(texts)} training documents")
     return PreTrainedTokenizerFast.from_pretrained(str(target)), record

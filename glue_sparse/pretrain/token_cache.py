@@ -4,9 +4,9 @@ alone gave 172-250k tokens/s on 2 CPU cores, where llama_60m on one H200 needs a
 
 Each local shard becomes ``tokens.bin`` (its packed token stream: every document's ids followed by EOS,
 exactly as ``packed_token_stream`` packs them; uint16, or uint32 for vocabularies over 65,536) and
-``doc_ends.bin`` (where each document ends), in ``$GLUE_SPARSE_CACHE/tokens/<shard sha256>-<tokenizer
-sha256>/``. Keyed by content, the files serve every rank, every rerun and every run with the same shard
-and tokenizer; they are written aside and renamed, so a crash never leaves half a file in use. A lane's
+``doc_ends.bin`` (where each document ends), in the cache entry ``tokens/<shard sha256>-<tokenizer
+sha256>/`` (``glue_sparse.common.cache``: checked on open, rebuilt when damaged, written durably). Keyed by
+content, the files serve every rank, every rerun and every run with the same shard and tokenizer. A lane's
 blocks are cut from the concatenation of its shards' streams, cycled, so the n-th block is the same as
 the streaming path's n-th block (tested), and exact resume and N-process equality carry over.
 """
@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -27,10 +24,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from glue_sparse.common.packaged import cache_root, file_sha256
+from glue_sparse.common.cache import FORMATS, CacheEntryError, manifest, open_entry
+from glue_sparse.common.cache_root import file_sha256
 from glue_sparse_tasks.text_corpora import iter_jsonl_texts
 
-FORMAT = 1  # bump when the files' layout or the packing changes: old entries are then never read
 TOKENIZE_BATCH = 1024  # documents per call of the (Rust) batch tokenizer
 
 
@@ -40,7 +37,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str | None:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return None
-    return hashlib.sha256(json.dumps([FORMAT, backend.to_str(), tokenizer.eos_token_id]).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([FORMATS["tokens"], backend.to_str(), tokenizer.eos_token_id]).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -57,44 +54,40 @@ class ShardTokens:
 
 
 def shard_tokens(path: str | Path, tokenizer: Any, fingerprint: str) -> ShardTokens:
-    """The shard's cached tokens, tokenising it first when no process has yet."""
-    folder = cache_root() / "tokens" / f"{file_sha256(path)[:32]}-{fingerprint[:32]}"
-    if not (folder / "meta.json").is_file():
-        _build(Path(path), tokenizer, folder)
-    meta = json.loads((folder / "meta.json").read_text())
+    """The shard's cached tokens, tokenising it first when no process has yet (or its entry is damaged: see
+    ``glue_sparse.common.cache``; the checksums are verified once per entry, then sizes on every open)."""
+    path = Path(path)
+    folder = open_entry("tokens", f"{file_sha256(path)[:32]}-{fingerprint[:32]}",
+                        lambda staging: _build(path, tokenizer, staging), f"shard {path.name}", check="once")
+    meta = manifest(folder)
+    if meta["docs"] and meta["max_id"] >= len(tokenizer):
+        raise CacheEntryError(f"cache entry {folder} holds token id {meta['max_id']}, outside this tokenizer's "
+                              f"{len(tokenizer):,} ids: never trained on; clear it: glue-sparse cache clear --kind tokens")
     read = lambda name, dtype, n: (np.memmap(folder / name, dtype=dtype, mode="r", shape=(n,))  # noqa: E731
                                    if n else np.zeros(0, dtype=dtype))
     return ShardTokens(read("tokens.bin", meta["dtype"], meta["tokens"]), read("doc_ends.bin", np.int64, meta["docs"]))
 
 
-def _build(path: Path, tokenizer: Any, folder: Path) -> None:
+def _build(path: Path, tokenizer: Any, staging: Path) -> dict[str, Any]:
+    """Tokenise the shard into ``staging``; the manifest's fields (dtype, counts, the largest id)."""
     eos = tokenizer.eos_token_id
     dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.uint32
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
-    started, total, ends = time.perf_counter(), 0, []
-    try:
-        with (staging / "tokens.bin").open("wb") as out:
-            texts = iter_jsonl_texts(path)
-            while True:
-                batch = [t for _, t in zip(range(TOKENIZE_BATCH), texts)]
-                if not batch:
-                    break
-                for ids in tokenizer(batch, add_special_tokens=False).input_ids:
-                    ids = ids + ([eos] if eos is not None else [])
-                    out.write(np.asarray(ids, dtype=dtype).tobytes())
-                    total += len(ids)
-                    ends.append(total)
-        np.asarray(ends, dtype=np.int64).tofile(staging / "doc_ends.bin")
-        (staging / "meta.json").write_text(json.dumps({
-            "format": FORMAT, "dtype": np.dtype(dtype).name, "tokens": total, "docs": len(ends),
-            "shard": path.name, "build_seconds": round(time.perf_counter() - started, 3)}))
-        os.rename(staging, folder)
-    except OSError:
-        if not (folder / "meta.json").is_file():  # not another process's finished copy: a real failure
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    started, total, ends, largest = time.perf_counter(), 0, [], -1
+    with (staging / "tokens.bin").open("wb") as out:
+        texts = iter_jsonl_texts(path)
+        while True:
+            batch = [t for _, t in zip(range(TOKENIZE_BATCH), texts)]
+            if not batch:
+                break
+            for ids in tokenizer(batch, add_special_tokens=False).input_ids:
+                ids = ids + ([eos] if eos is not None else [])
+                out.write(np.asarray(ids, dtype=dtype).tobytes())
+                largest = max(largest, max(ids, default=-1))
+                total += len(ids)
+                ends.append(total)
+    np.asarray(ends, dtype=np.int64).tofile(staging / "doc_ends.bin")
+    return {"dtype": np.dtype(dtype).name, "tokens": total, "docs": len(ends), "max_id": largest, "shard": path.name,
+            "build_seconds": round(time.perf_counter() - started, 3)}
 
 
 class TokenLane:

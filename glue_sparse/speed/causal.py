@@ -26,6 +26,7 @@ from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.text_corpora import load_c4_texts
+from sparse_models.checkpoints import check_model
 from sparse_models.structured import check_llama_heads, compact, decoder_units, one_shot_plan
 from sparse_models.structured.scores import METHODS, collect_statistics
 
@@ -74,6 +75,7 @@ def run_causal_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         raise UserInputError(f"--causal-method {options.causal_method!r}: expected one of {', '.join(METHODS)}")
     device, dtype = device_and_dtype(options)
     model_path = options.model or smollm2_path()
+    check_model(model_path)
     check_llama_heads(model_path)
     calibration_texts, timing, source = _texts(options.data_dir)
     if options.causal_method != "magnitude-sp" and not calibration_texts:

@@ -26,7 +26,7 @@ from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
-from sparse_models.checkpoints import Checkpoint, describe_checkpoint, load_classifier
+from sparse_models.checkpoints import Checkpoint, check_model, describe_checkpoint, load_classifier
 from sparse_models.runtime.devices import TORCH_DTYPES, resolve_device
 from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.sparse_gates.pruning import LAYOUTS
@@ -96,6 +96,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     adapters = [_adapter_checkpoint(path) for path in options.adapter]  # bad folders fail before any load
     device, dtype = device_and_dtype(options)
     model_path = options.model or minilm_path()
+    check_model(model_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     texts, source = timing_texts(options.data_dir, max(batch_sizes) * options.batches)
     batches = {bs: [{k: v.to(device) for k, v in batch.items()}
