@@ -306,10 +306,11 @@ def check_speed(size: Size, data: Path, encoder: Path, causal: Path, scratch: Pa
     from glue_sparse.speed.run import run_speed
 
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    common = {"removed": "0.2,0.4,0.6", "batch_sizes": size.speed_batches, "device": device, "dtype": dtype,
+    common = {"removed": "0.2,0.4,0.6", "batch_sizes": size.speed_batches, "device": device,
+              "precision": "bf16" if device.startswith("cuda") else "fp32",
               "batches": size.speed_round_batches, "rounds": size.speed_rounds}
     encoder_rows = run_speed(SpeedOptions(model=str(encoder), data_dir=str(data / "glue"), layouts="auto",
-                                          output=str(scratch / "speed_bert.json"), **common))
+                                          output=str(scratch / "speed_bert"), **common))
     causal_rows = run_causal_speed(SpeedOptions(model=str(causal), data_dir=str(data), causal=True,
                                                 causal_seqlen=size.seqlen, **common))
     pick = lambda r: {k: r.get(k) for k in ("batch_size", "closed_share_of_gated", "removed_share_of_gated",  # noqa: E731

@@ -13,31 +13,31 @@ sweep_tokens=500000
 for run in 4096:0.001 4096:0.003 4096:0.01 8192:0.001 2048:0.001 2048:0.003 1024:0.001 1024:0.003 1024:0.0003; do
   vocab=${run%%:*} lr=${run##*:}
   glue-sparse pretrain "${common[@]}" --tokenizer bpe:$vocab --lr $lr --tokens $sweep_tokens --eval-every 61 \
-    --out-dir "$out/sweep/dense-bpe$vocab-lr$lr"
+    --output "$out/sweep/dense-bpe$vocab-lr$lr"
 done
 # 2. the reference recipe's gate lr (gates, target sparsity 0.4, lambda 100, on after the warm-up),
 #    at the chosen vocabulary and weights' lr
 best=(--tokenizer bpe:1024 --lr 0.001)
 for gate_lr in 0.001 0.01 0.1; do
   glue-sparse pretrain "${common[@]}" "${best[@]}" --tokens $sweep_tokens --eval-every 61 --method gates \
-    --recipe reference --sparsity-from-step 24 --gate-lr $gate_lr --out-dir "$out/sweep/reference-glr$gate_lr"
+    --recipe reference --sparsity-from-step 24 --gate-lr $gate_lr --output "$out/sweep/reference-glr$gate_lr"
 done
 # 3. the twins at equal tokens: dense, removal 20% and 40% of gated weights, and the reference recipe
 tokens=2000000
 twins=(--tokens $tokens --eval-every 98)
-glue-sparse pretrain "${common[@]}" "${best[@]}" "${twins[@]}" --out-dir "$out/dense"
+glue-sparse pretrain "${common[@]}" "${best[@]}" "${twins[@]}" --output "$out/dense"
 for removal in 0.2 0.4; do
   glue-sparse pretrain "${common[@]}" "${best[@]}" "${twins[@]}" --method gates --target-removal $removal \
-    --out-dir "$out/gates-removal$removal"
+    --output "$out/gates-removal$removal"
 done
 # the removal recipe at the reference twin's gate lr (one change: --gate-lr 0.1 instead of travel 1 / removal steps)
 glue-sparse pretrain "${common[@]}" "${best[@]}" "${twins[@]}" --method gates --target-removal 0.4 --gate-lr 0.1 \
-  --out-dir "$out/gates-removal0.4-glr0.1"
+  --output "$out/gates-removal0.4-glr0.1"
 glue-sparse pretrain "${common[@]}" "${best[@]}" "${twins[@]}" --method gates --recipe reference \
-  --sparsity-from-step 98 --gate-lr 0.1 --out-dir "$out/gates-reference"
+  --sparsity-from-step 98 --gate-lr 0.1 --output "$out/gates-reference"
 # 4. the report (time it on an otherwise idle machine)
 glue-sparse pretrain-report --runs "$out/dense,$out/gates-removal0.2,$out/gates-removal0.4,$out/gates-removal0.4-glr0.1,$out/gates-reference" \
-  --speed-rounds 21 --out "$out/report"
+  --speed-rounds 21 --output "$out/report"
 # 5. the sweep as a table (final validation perplexity against the unigram perplexity of the same targets)
 python - "$out" <<'PY'
 import json, sys

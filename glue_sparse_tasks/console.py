@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import warnings
+from typing import Any
 
 LOGGER_NAME = "glue_sparse"
 VERBOSE_ENV = "GLUE_SPARSE_VERBOSE"
@@ -34,6 +35,18 @@ QUIET_ENV = {
 }
 QUIET_LOGGERS = ("transformers", "datasets", "lm_eval", "lm-eval", "peft", "accelerate", "torch", "ray",
                  "huggingface_hub", "evaluate", "filelock", "urllib3")
+
+
+QUIET_BARS_ENV = "GLUE_SPARSE_QUIET"
+
+
+def progress(iterable: Any = None, total: int | None = None, desc: str | None = None, unit: str = "it") -> Any:
+    """A tqdm bar for one of our long steps (the bars the Trainer draws): shown on a terminal, off when output
+    is not one or under ``--quiet``."""
+    from tqdm.auto import tqdm
+
+    quiet = os.environ.get(QUIET_BARS_ENV) == "1" or not sys.stderr.isatty()
+    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=quiet, dynamic_ncols=True, leave=False)
 
 
 def logger() -> logging.Logger:
@@ -59,14 +72,17 @@ def quiet_loggers() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def configure_console(verbose: bool | None = None) -> None:
+def configure_console(verbose: bool | None = None, quiet: bool | None = None) -> None:
     """Set up the terminal for one command (and the processes it starts).
 
-    ``verbose=None`` keeps what the environment says (a worker started by a command that was given -v).
+    ``verbose=None`` keeps what the environment says (a worker started by a command that was given -v);
+    ``quiet`` (``-q``/``--quiet``) switches our progress bars off as well.
     """
     if verbose is None:
         verbose = is_verbose()
     os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+    if quiet is not None:
+        os.environ[QUIET_BARS_ENV] = "1" if quiet else "0"
     ours = logger()
     if not ours.handlers:
         handler = logging.StreamHandler(sys.stderr)

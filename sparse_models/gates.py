@@ -17,6 +17,8 @@ import math
 
 import torch
 
+from glue_sparse_tasks.method_defaults import REFERENCE_SIGMA
+
 __all__ = [
     "init_gate_logits",
     "gate_mean",
@@ -26,12 +28,8 @@ __all__ = [
     "keep_penalty",
     "open_pressure",
     "cubic_ramp",
-    "REFERENCE_SIGMA",
 ]
 
-#: sigma of P(open) in the reference code: ``0.5 - 0.5*erf((-0.5 - mu) / (0.5*sqrt(2)))``. It is a
-#: fixed constant, not the noise std (0.1); with 0.1 the gradient at initialisation is ~1e-35.
-REFERENCE_SIGMA = 0.5
 
 
 def init_gate_logits(size: int, mean: float = 1.0, std: float = 0.1,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from glue_sparse_tasks.method_defaults import REMOVAL_GATE_TRAVEL
 from sparse_models import gates
 from sparse_models.accounting import parameter_accounting
 from sparse_models.modules import unwrap_gated_model
@@ -39,7 +40,6 @@ __all__ = [
     "all_ranks_importance",
     "gate_fingerprint",
     "load_importance_state",
-    "REMOVAL_GATE_TRAVEL",
     "removal_gate_learning_rate",
 ]
 
@@ -254,9 +254,6 @@ def random_scores(model: nn.Module, seed: int, adapter: str | None = None) -> di
     return {key: torch.rand(p.shape, generator=generator) for key, p in gate_logits(model, adapter).items()}
 
 
-#: How far (in logit units) the removal recipe lets a gate logit travel over the removal steps under Adam
-#: (which moves a logit by about its learning rate per step): gate lr = travel / removal steps.
-REMOVAL_GATE_TRAVEL = 1.0
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def test_report_into_an_unwritable_folder(tmp_path, capsys):
     results.write_text("")
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    err = _one_line_error(capsys, 2, ["report", "--results", str(results), "--out", str(blocker / "report")])
+    err = _one_line_error(capsys, 2, ["report", "--results", str(results), "--output", str(blocker / "report")])
     assert "error" in err
 
 
@@ -164,7 +164,7 @@ def test_speed_with_a_folder_that_is_no_adapter_names_it_before_any_model_loads(
 
 
 @pytest.mark.parametrize("flag,value,needles", [
-    ("--dtype", "float16", ("--dtype 'float16'", "float32 or bfloat16")),
+    ("--precision", "float16", ("--precision 'float16'", "auto, fp32, bf16, fp16")),
     ("--device", "tpu", ("--device 'tpu'", "cpu, cuda or cuda:N")),
     ("--device", "cuda:7", ("--device cuda:7", "no such CUDA device")),
 ])
@@ -261,5 +261,5 @@ def test_posttrain_into_an_unwritable_folder_fails_before_the_model_loads(tmp_pa
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     _one_line_error(capsys, 2, ["posttrain", "--data-dir", str(tmp_path), "--no-hub", "--train-docs", "0:3",
-                                "--eval-docs", "3:6", "--out-dir", str(blocker / "out")],
-                    "--out-dir", "is not a directory")
+                                "--eval-docs", "3:6", "--output", str(blocker / "out")],
+                    "--output", "is not a directory")

@@ -346,10 +346,10 @@ def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     from glue_sparse.cli.main import main
 
     _, store, _ = finished
-    assert main(["report", "--results", str(store), "--out", str(tmp_path)]) == 0
+    assert main(["report", "--results", str(store), "--output", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "| full | limited | 1,2 |" in printed and (tmp_path / "report.csv").is_file()
-    assert main(["report", "--results", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]) == 2
+    assert main(["report", "--results", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path)]) == 2
 
     # the parts of one grid (run in different working stretches, one task each) report as one store
     rows = read_store(store)
@@ -357,12 +357,12 @@ def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     for task in ("rte", "stsb"):
         parts += ["--results", str(tmp_path / f"{task}.jsonl")]
         (tmp_path / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["task"] == task))
-    assert main(["report", "--results", *parts[1::2], "--out", str(tmp_path / "parts")]) == 0  # a shell glob
+    assert main(["report", "--results", *parts[1::2], "--output", str(tmp_path / "parts")]) == 0  # a shell glob
     assert (tmp_path / "parts" / "report.csv").read_text() == (tmp_path / "report.csv").read_text()
-    assert main(["report", *parts, "--out", str(tmp_path / "parts")]) == 0  # --results repeated
+    assert main(["report", *parts, "--output", str(tmp_path / "parts")]) == 0  # --results repeated
     assert (tmp_path / "parts" / "report.csv").read_text() == (tmp_path / "report.csv").read_text()
     capsys.readouterr()
-    assert main(["report", "--results", str(store), "--results", str(store), "--out", str(tmp_path / "twice")]) == 2
+    assert main(["report", "--results", str(store), "--results", str(store), "--output", str(tmp_path / "twice")]) == 2
     assert "is also in" in capsys.readouterr().err
 
 
@@ -468,7 +468,7 @@ def test_targets_are_read_from_targets_json_and_a_bench_config_overrides_them(fi
     config.write_text(json.dumps({**grid, "targets": {"gates_gap_to_full": 40.0}}))
     from glue_sparse.cli.main import main
 
-    assert main(["report", "--results", str(store), "--out", str(tmp_path / "r"), "--config", str(config)]) == 0
+    assert main(["report", "--results", str(store), "--output", str(tmp_path / "r"), "--config", str(config)]) == 0
     assert "within 40.0 points of full: met" in (tmp_path / "r" / "report.md").read_text()
 
 

@@ -1,19 +1,15 @@
 """The CLI is fast (issue #39, item 5): ``glue-sparse --help``, every ``glue-sparse <command> --help`` and
 ``glue-sparse data`` import none of torch, transformers, lm-eval or datasets; only the command being run
-loads them. The flags are built by ``glue_sparse.cli.flags``, which must behave as transformers'
-HfArgumentParser (the flags were built by it before), checked here against HfArgumentParser itself."""
+loads them. Old HfArgumentParser-style command lines still parse as they did."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import subprocess
 import sys
 
 import pytest
 
 from glue_sparse.cli.commands import SUBCOMMANDS
-from glue_sparse.cli.flags import add_dataclass_flags
 
 HEAVY = ("torch", "transformers", "lm_eval", "datasets")
 PROBE = """
@@ -57,42 +53,22 @@ def test_data_command_runs_without_the_ml_stack(glue_fixture_dir):
 def test_a_subcommand_still_gets_its_dataclass_flags():
     done = subprocess.run([sys.executable, "-m", "glue_sparse.cli.main", "pretrain", "--help"], capture_output=True,
                           text=True, timeout=300)
-    assert done.returncode == 0 and "--target_removal" in done.stdout and "--data_lanes" in done.stdout
+    assert done.returncode == 0 and "--target-removal" in done.stdout and "--data-lanes" in done.stdout
 
 
-def _option_dataclasses() -> list[type]:
-    found = []
-    for module_name, _ in SUBCOMMANDS.values():
-        found += list(getattr(importlib.import_module(module_name), "PARSER_DATACLASSES", ()))
-    assert len(found) >= 7  # finetune, perplexity, posttrain, pretrain, pretrain-report, speed, demo
-    return found
+def test_old_hf_argument_parser_forms_still_parse_as_before():
+    """The flags followed transformers' HfArgumentParser before one vocabulary (issue #63): what scripts wrote
+    then (underscores, ``--prune no``, ``--no_train_pooler``) parses to the same options now."""
+    from glue_sparse.cli.main import build_parser
+    from glue_sparse.cli.vocabulary import normalise
 
-
-def _actions(parser: argparse.ArgumentParser) -> list[tuple]:
-    return [(a.option_strings, a.dest, a.default, a.nargs, a.const, a.required, a.help, type(a).__name__,
-             getattr(a.type, "__name__", a.type)) for a in parser._actions if a.dest != "help"]
-
-
-@pytest.mark.parametrize("options", _option_dataclasses(), ids=lambda c: c.__name__)
-def test_flags_are_the_ones_hf_argument_parser_builds(options):
-    from transformers import HfArgumentParser
-
-    ours = argparse.ArgumentParser()
-    add_dataclass_flags(ours, options)
-    theirs = HfArgumentParser(options)
-    assert _actions(ours) == _actions(theirs)
-
-
-@pytest.mark.parametrize("argv", [
-    ["--task", "rte", "--method", "gates", "--train-limit", "64", "--no-train-pooler", "--prune", "--lr", "1e-3"],
-    ["--task", "sst2", "--prune", "no", "--report_to", "tensorboard", "wandb", "--target_removal", "0.5"],
-])
-def test_parsed_values_match_hf_argument_parser(argv):
-    from transformers import HfArgumentParser
-
-    from glue_sparse.finetune.options import FinetuneConfig
-
-    ours = argparse.ArgumentParser()
-    add_dataclass_flags(ours, FinetuneConfig)
-    assert vars(ours.parse_args(argv)) == vars(HfArgumentParser(FinetuneConfig).parse_args(argv))
-    assert ours.parse_args(argv).train_pooler is ("--no-train-pooler" not in argv)
+    parser = build_parser(["finetune"])
+    old = ["finetune", "--tasks", "rte", "--output", "o", "--train_limit", "64", "--no_train_pooler", "--prune", "no",
+           "--report_to", "tensorboard", "wandb", "--target_removal", "0.5", "--learning-rate", "1e-3"]
+    new = ["finetune", "--tasks", "rte", "--output", "o", "--train-limit", "64", "--no-train-pooler", "--no-prune",
+           "--report-to", "tensorboard,wandb", "--target-removal", "0.5", "--lr", "1e-3"]
+    a, b = (vars(parser.parse_args(normalise(argv, parser, "finetune"))) for argv in (old, new))
+    a.pop("func"), b.pop("func")
+    assert {k: v for k, v in a.items() if not k.startswith("_")} == {k: v for k, v in b.items() if not k.startswith("_")}
+    assert (a["train_limit"], a["train_pooler"], a["prune"], a["report_to"], a["learning_rate"]) == (
+        64, False, False, ["tensorboard", "wandb"], 1e-3)

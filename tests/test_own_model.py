@@ -138,10 +138,10 @@ def test_bench_and_demo_on_a_model_folder(env, glue_fixture_dir, tmp_path):
 
 def test_speed_perplexity_posttrain_and_pretrain_on_model_folders(env, glue_fixture_dir, tmp_path):
     corpora = str(env["corpora"])
-    speed = _ok(_run(env, "speed", "--model", str(env["bert"]), "--removed", "0.4", "--batch_sizes", "2",
+    speed = _ok(_run(env, "speed", "--model", str(env["bert"]), "--target-removal", "0.4", "--batch_sizes", "2",
                      "--batches", "1", "--rounds", "1", "--data_dir", str(glue_fixture_dir)))
     assert "random 40%" in speed
-    causal = _ok(_run(env, "speed", "--causal", "--model", str(env["llama"]), "--removed", "0.4", "--batch_sizes",
+    causal = _ok(_run(env, "speed", "--causal", "--model", str(env["llama"]), "--target-removal", "0.4", "--batch_sizes",
                       "2", "--batches", "1", "--rounds", "1", "--data_dir", corpora, "--causal_seqlen", "32"))
     assert "magnitude-sp 40%" in causal and "llama (model.safetensors sha256" in causal
     _ok(_run(env, "perplexity", "--model", str(env["llama"]), "--data_dir", corpora, "--no-hub", "--protocols",

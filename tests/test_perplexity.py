@@ -157,12 +157,12 @@ def test_perplexity_and_posttrain_commands(tiny_llama, c4_dir, tmp_path):
     assert main(["perplexity", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
                  "--seqlen", "4096"]) == 2  # longer than the model's context: a clear error, no traceback
     assert main(["posttrain", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
-                 "--train-docs", "0:30", "--eval-docs", "20:60", "--out-dir", str(tmp_path / "p")]) == 2
+                 "--train-docs", "0:30", "--eval-docs", "20:60", "--output", str(tmp_path / "p")]) == 2
     assert main(["posttrain", "--model", str(tiny_llama), "--data-dir", str(c4_dir), "--no-hub",
                  "--targets", "0.3", "--steps", "2", "--train-seqlen", "32", "--train-batch-size", "2",
                  "--n-samples", "2", "--seqlen", "64", "--max-length", "32", "--token-budget", "300",
                  "--train-docs", "0:30",
-                 "--eval-docs", "30:60", "--out-dir", str(tmp_path / "p")]) == 0
+                 "--eval-docs", "30:60", "--output", str(tmp_path / "p")]) == 0
     record = json.loads((tmp_path / "p" / "results.json").read_text())
     assert "disjoint documents 30:60" in record["note"]
     target = record["target-0.3"]

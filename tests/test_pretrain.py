@@ -189,7 +189,7 @@ def test_two_torchrun_processes_equal_one_process_at_the_same_global_batch(lanes
     kw = dict(method="gates", target_removal=0.4, train_data=str(corpus / "shards"), train_docs=":", data_lanes=lanes)
     one = run_pretrain(_options(corpus, tmp_path / "one", **kw))
     two_options = _options(corpus, tmp_path / "two", batch_size=2, **kw)
-    argv = ["pretrain", "--out-dir", two_options.out_dir, "--model-config", two_options.model_config,
+    argv = ["pretrain", "--output", two_options.out_dir, "--model-config", two_options.model_config,
             "--tokenizer", "bpe:320", "--data-dir", str(corpus), "--no-hub", "--train-data", str(corpus / "shards"),
             "--train-docs", ":", "--eval-docs", "100:120", "--tokens", str(two_options.tokens), "--seqlen", "32",
             "--batch-size", "2", "--lr", "0.01", "--eval-every", "4", "--eval-tokens", "500", "--save-steps", "4",
@@ -231,7 +231,7 @@ def test_accelerate_launch_on_two_cpu_processes_equals_one_process(config, corpu
     (tmp_path / "launch.yaml").write_text(yaml.safe_dump(settings))
     kw = dict(method="gates", target_removal=0.4)
     one = run_pretrain(_options(corpus, tmp_path / "one", **kw))
-    argv = ["pretrain", "--out-dir", str(tmp_path / "two"), "--model-config", str(corpus / "llama_tiny.json"),
+    argv = ["pretrain", "--output", str(tmp_path / "two"), "--model-config", str(corpus / "llama_tiny.json"),
             "--tokenizer", "bpe:320", "--data-dir", str(corpus), "--no-hub", "--train-docs", "0:100", "--eval-docs",
             "100:120", "--tokens", str(12 * 4 * 32), "--seqlen", "32", "--batch-size", "2", "--lr", "0.01",
             "--eval-every", "4", "--eval-tokens", "500", "--save-steps", "4", "--warmup", "0.1", "--method", "gates",
@@ -265,7 +265,7 @@ def test_a_bad_shard_is_named_in_one_line_before_the_model_loads(damage, message
     blob = gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0)
     (shards / "c4-train.00001-of-00002.json.gz").write_bytes(blob[:len(blob) // 2] if damage == "truncated" else blob)
     out = tmp_path / "out"
-    code = main(["pretrain", "--out-dir", str(out), "--train-data", str(shards), "--train-docs", ":",
+    code = main(["pretrain", "--output", str(out), "--train-data", str(shards), "--train-docs", ":",
                  "--data-dir", str(corpus), "--no-hub", "--model-config", str(corpus / "llama_tiny.json"),
                  "--tokenizer", "bpe:320", "--seqlen", "32", "--tokens", "1000"])
     err = capsys.readouterr().err.strip()
@@ -304,7 +304,7 @@ def test_the_documented_gpu_command_runs_at_tiny_size_on_cpu(corpus, tmp_path):
               "--seqlen": "32", "--batch-size": "2", "--eval-tokens": "200", "--eval-every": "4",
               "--warmup": "2", "--train-data": str(corpus / "shards"),
               "--eval-data": str(corpus / "c4" / "validation_sample.jsonl"), "--tokenizer": "bpe:320",
-              "--out-dir": str(tmp_path / "o"), "--eval-docs": "0:20"}
+              "--output": str(tmp_path / "o"), "--eval-docs": "0:20"}
     for flag, value in shrink.items():
         argv[argv.index(flag) + 1] = value
     cmd = [sys.executable, "-m", "torch.distributed.run", *argv[1:3], "--master_port", str(_free_port()), *argv[3:]]

@@ -16,7 +16,7 @@ def test_speed_times_every_layout_beside_dense_and_keeps_closed_and_removed_apar
                                                                                   capsys):
     model = save_tiny_classifier(tmp_path / "tiny", 2, seed=3)
     out = tmp_path / "speed.json"
-    main(["speed", "--model", str(model), "--removed", "0.4", "--batch-sizes", "4", "--batches", "1",
+    main(["speed", "--model", str(model), "--target-removal", "0.4", "--batch-sizes", "4", "--batches", "1",
           "--rounds", "3", "--layouts", "auto,per-layer,keep,remove,remove+heads", "--align", "1",
           "--data-dir", str(glue_fixture_dir), "--output", str(out)])
     rows = json.loads(out.read_text())["rows"]
@@ -48,8 +48,8 @@ def test_speed_runs_in_bfloat16_and_names_its_device_and_dtype(tmp_path, glue_fi
     path is exercised here, and the written table says what it timed on."""
     model = save_tiny_classifier(tmp_path / "tiny", 2, seed=3)
     out = tmp_path / "speed.json"
-    main(["speed", "--model", str(model), "--removed", "0.4", "--batch-sizes", "2", "--batches", "1",
-          "--rounds", "1", "--layouts", "keep,remove", "--dtype", "bfloat16", "--data-dir", str(glue_fixture_dir),
+    main(["speed", "--model", str(model), "--target-removal", "0.4", "--batch-sizes", "2", "--batches", "1",
+          "--rounds", "1", "--layouts", "keep,remove", "--precision", "bf16", "--data-dir", str(glue_fixture_dir),
           "--output", str(out)])
     written = json.loads(out.read_text())
     assert (written["device"], written["dtype"]) == ("cpu", "bfloat16")
@@ -100,7 +100,7 @@ def test_speed_times_a_regression_adapter_on_a_base_with_its_one_output(tmp_path
     set_gate_pattern(gated, closed=0.3, fractional=0.0)
     gated.save_pretrained(tmp_path / "stsb-adapter")
     out = tmp_path / "speed.json"
-    main(["speed", "--model", str(base), "--removed", "0.4", "--batch-sizes", "4", "--batches", "1", "--rounds", "1",
+    main(["speed", "--model", str(base), "--target-removal", "0.4", "--batch-sizes", "4", "--batches", "1", "--rounds", "1",
           "--layouts", "keep", "--data-dir", str(glue_fixture_dir), "--adapter", str(tmp_path / "stsb-adapter"),
           "--output", str(out)])
     trained = [r for r in json.loads(out.read_text())["rows"] if r["level"].startswith("trained")]

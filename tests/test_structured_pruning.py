@@ -216,7 +216,7 @@ def _posttrain_args(model, data, out, *extra):
     return ["posttrain", "--model", str(model), "--data-dir", str(data), "--no-hub", "--train-docs", "0:40",
             "--eval-docs", "40:60", "--calibration-samples", "8", "--calibration-seqlen", "32", "--n-samples", "2",
             "--seqlen", "64", "--train-seqlen", "32", "--train-batch-size", "4", "--tokens", "1024",
-            "--out-dir", str(out), *extra]
+            "--output", str(out), *extra]
 
 
 def test_posttrain_table_runs_in_parts_and_scores_like_perplexity(tiny_llama_dir, corpus_dir, tmp_path):
@@ -304,7 +304,7 @@ def test_speed_causal_times_dense_pruned_and_ideal(tiny_llama_dir, corpus_dir, t
     from glue_sparse.cli.main import main
 
     out = tmp_path / "speed.json"
-    assert main(["speed", "--causal", "--model", str(tiny_llama_dir), "--removed", "0.3", "--batch-sizes", "2",
+    assert main(["speed", "--causal", "--model", str(tiny_llama_dir), "--target-removal", "0.3", "--batch-sizes", "2",
                  "--batches", "2", "--rounds", "1", "--causal-seqlen", "32", "--causal-method", "flap",
                  "--data-dir", str(corpus_dir), "--output", str(out)]) == 0
     record = json.loads(out.read_text())

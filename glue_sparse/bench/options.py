@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from glue_sparse.common.option_fields import option, required
 from glue_sparse.common.targets import BenchTargets
 from glue_sparse.finetune.options import (
     REMOVAL_METHODS,
@@ -189,3 +190,54 @@ class BenchConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(kw_only=True)
+class BenchCommandOptions:
+    """``glue-sparse bench``'s flags: a config file and the fields each flag overrides, the part of the grid to
+    run now, where to write and how to run the cells (each field is a flag)."""
+
+    config: str | None = option(None, "JSON or YAML bench config (the flags below override its fields)")
+    tasks: list[str] | None = option(None, "comma-separated GLUE tasks")
+    methods: list[str] | None = option(None, "comma-separated methods: full, lora, gates, gates+lora, gates+full, "
+                                              "magnitude, mask-search")
+    regimes: list[str] | None = option(None, "comma-separated: full, limited")
+    seeds: list[int] | None = option(None, "comma-separated seeds")
+    only_tasks: list[str] | None = option(None, "run only this part of the grid: comma-separated tasks (its rows are "
+                                                "the whole grid's; for a grid longer than one working stretch)")
+    only_seeds: list[int] | None = option(None, "run only this part of the grid: comma-separated seeds")
+    only_regimes: list[str] | None = option(None, "run only this part of the grid: comma-separated regimes")
+    only_arms: list[str] | None = option(None, "run only this part of the grid: comma-separated method labels "
+                                               "(e.g. 'full,gates-r0.3'; a label's blanks may be dashes)")
+    model: str | None = option(None, "encoder folder or Hub name (default: the config's, else the packaged MiniLM)")
+    epochs: float | None = option(None, "training epochs of every cell (default: the config's, else 5)")
+    max_steps: int | None = option(None, "stop every cell after this many optimiser steps (default: --epochs)")
+    batch_size: int | None = option(None, "per-device batch of every cell (default: the config's, else 32)")
+    eval_limit: int | None = option(None, "validation docs per task for lm-eval (default: all)")
+    latency_docs: int | None = option(None, "validation docs each latency timing runs (default: the config's, else "
+                                            "256)")
+    data_dir: str | None = option(None, "local GLUE folder (else $GLUE_SPARSE_DATA_DIR, then the Hub)")
+    hub: bool | None = option(None, "ask the Hugging Face Hub for GLUE data not found locally (default: the "
+                                    "config's, else yes; --no-hub: never)")
+    convention: str = option("default", "GLUE-average convention of the report: default, leaderboard or bert_paper")
+    output: str = required("bench folder: results.jsonl, runs/, report/")
+    executor: str = option("local", "local: cells one after another here; ray: each cell a Ray task")
+    address: str | None = option(None, "Ray cluster address (default: start a local Ray for this run)")
+    retries: int = option(2, "Ray: retries of a failed or killed cell")
+    cpus_per_cell: float | None = option(None, "Ray: CPUs a cell asks for (default: the config's, else 1)")
+    gpus_per_cell: float | None = option(None, "Ray: GPUs a cell asks for (default: the config's, else 0)")
+    retime_latency: bool = option(False, "re-time the latency of the part's finished rows that other code (another "
+                                         "commit or a dirty tree) timed; trains nothing again (run with nothing "
+                                         "else on the machine)")
+
+
+@dataclass(kw_only=True)
+class ReportOptions:
+    """``glue-sparse report``'s flags: which stores, where the tables and plots go, how they are judged."""
+
+    results: list[str] = required("bench results.jsonl file(s), comma-separated (or space-separated, as a shell "
+                                  "glob gives them); several report the parts of one grid together")
+    output: str = required("folder for report.md, report.csv and the plots", deprecated={"--out": None})
+    convention: str = option("default", "GLUE-average convention: default, leaderboard or bert_paper")
+    title: str = option("glue-sparse benchmark", "the report's heading")
+    config: str | None = option(None, "the bench config whose targets to judge by (default: targets.json's)")

@@ -13,7 +13,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("glue_sparse.bench.command", "fine-tune, evaluate through lm-eval and time methods x regimes x seeds"),
     "report": ("glue_sparse.bench.report_command", "markdown/CSV tables and plots from a bench results store"),
     "demo": ("glue_sparse.demo.command",
-             "the main job: full vs gates vs magnitude at 30%% removal on SST-2 (packaged MiniLM)"),
+             "the main job: full fine-tuning vs gates vs magnitude vs mask search at 30 percent removal on SST-2 "
+             "(packaged MiniLM)"),
     "perplexity": ("glue_sparse.perplexity.command",
                    "causal-LM token perplexity under named protocols (sparsegpt, galore, packed)"),
     "posttrain": ("glue_sparse.posttrain.command",

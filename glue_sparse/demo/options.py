@@ -35,19 +35,22 @@ class DemoOptions:
     tasks: str = option("sst2", "comma-separated GLUE tasks (e.g. sst2,mrpc: about 9 min more on 2 cores)")
     train_limit: int = option(2000, "first training rows per task")
     epochs: float = option(2.0, "training epochs")
+    seeds: list[int] = option(help="comma-separated seeds (default 1; each more adds the grid once again)",
+                              default_factory=lambda: [1])
 
     def note(self) -> str:
         return (f"Main job: full fine-tuning vs sparse gates vs magnitude pruning vs mask search (post-training, "
                 f"Kwon et al. 2022), each pruned method closing 30% of gated weights, "
                 f"{self.model or 'packaged MiniLM'}, {self.tasks}. It differs from the converged benchmark "
                 f"(benchmarks/minilm_converged.json: 5 tasks, 10,000 rows, 5 epochs, 3 seeds) only in size: "
-                f"first {self.train_limit} training rows, {self.epochs:g} epochs, one seed, "
+                f"first {self.train_limit} training rows, {self.epochs:g} epochs, "
+                f"{'one seed' if len(self.seeds) == 1 else f'seeds {self.seeds}'}, "
                 f"{DEMO_MASK_SEARCH_EXAMPLES} examples for the mask search ({MASK_SEARCH_EXAMPLES:,} there).")
 
     def bench_config(self, data_dir: str | None) -> BenchConfig:
-        """The main job's grid: full vs gates vs magnitude vs mask search at 30% removal, one seed."""
+        """The main job's grid: full vs gates vs magnitude vs mask search at 30% removal, its seeds."""
         return BenchConfig.from_dict({
-            "tasks": [t for t in self.tasks.split(",") if t], "regimes": ["limited"], "seeds": [1],
+            "tasks": [t for t in self.tasks.split(",") if t], "regimes": ["limited"], "seeds": list(self.seeds),
             "methods": list(DEMO_METHODS), "finetune": {"train_limit": self.train_limit, "epochs": self.epochs},
             "latency_docs": 64, "latency_rounds": 3, "data_dir": data_dir, "use_hub": data_dir is None,
             "base_model": self.model,

@@ -17,9 +17,16 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from glue_sparse.common.option_fields import DeviceOptions, option
+from glue_sparse.common.option_fields import DeviceOptions, option, required
 from glue_sparse_tasks.data import LIMITED_TRAIN_ROWS
 from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.method_defaults import (
+    REFERENCE_LAMBDA,
+    REFERENCE_SIGMA,
+    REFERENCE_TARGET_SPARSITY,
+    REMOVAL_GATE_TRAVEL,
+    REMOVAL_LAMBDA,
+)
 from glue_sparse_tasks.precisions import PRECISIONS
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
 
@@ -63,18 +70,14 @@ def removal_score_default(method: str) -> str:
 
 
 def gate_defaults(recipe: str | None) -> dict[str, Any]:
-    """Each gate option's default under ``recipe`` (None: not a gate method, all None). The method's own
-    numbers (lambda, sigma, the reference target sparsity) are read from ``SparseGatesConfig``'s module at
-    call time, not at import, so that this module, and with it ``glue-sparse finetune --help``, loads no
-    torch; the removal ranking None means ``REMOVAL_SCORE``, the gate lr None the recipe's rule."""
-    from sparse_models.gates import REFERENCE_SIGMA  # the method core loads torch and peft: only when resolving
-    from sparse_models.sparse_gates.config import REFERENCE_LAMBDA, REMOVAL_LAMBDA, SparseGatesConfig
-
+    """Each gate option's default under ``recipe`` (None: not a gate method, all None): the method's own
+    numbers (``glue_sparse_tasks.method_defaults``); the removal ranking None means ``REMOVAL_SCORE``, the gate
+    lr None the recipe's rule."""
     if recipe is None:
         return dict.fromkeys(GATE_OPTIONS)
     removal = recipe == "removal"
     return {"target_removal": DEFAULT_TARGET_REMOVAL if removal else None,
-            "target_sparsity": None if removal else SparseGatesConfig.target_sparsity,
+            "target_sparsity": None if removal else REFERENCE_TARGET_SPARSITY,
             "sparsity_lambda": REMOVAL_LAMBDA if removal else REFERENCE_LAMBDA, "reg_sigma": REFERENCE_SIGMA,
             "gate_learning_rate": None, "removal_score": None}
 
@@ -91,17 +94,13 @@ GATE_METHODS = ("gates", "gates+lora", "gates+full")
 REMOVAL_METHODS = ("gates", "gates+lora", "gates+full", "magnitude", "mask-search")
 #: Methods that train every base weight (saved as a plain model with closed rows/columns folded in).
 BACKBONE_METHODS = ("gates+full", "magnitude")
-#: Methods that prune a full fine-tune (``--from``, or one trained first): magnitude re-fine-tunes it,
-#: mask-search only searches and tunes masks, with no gradient step on a weight.
+#: Methods that prune a full fine-tune (``--from``, or one trained first): magnitude re-fine-tunes it, mask-search not.
 SOURCE_METHODS = ("magnitude", "mask-search")
-#: Methods saved as a plain model with the closed rows and columns folded in.
-WHOLE_MODEL_METHODS = (*BACKBONE_METHODS, "mask-search")
+WHOLE_MODEL_METHODS = (*BACKBONE_METHODS, "mask-search")  # saved as plain models, closed rows/columns folded in
 #: Methods whose base weights stay frozen: only the adapter and the task head train.
 ADAPTER_METHODS = ("lora", "gates", "gates+lora")
-#: Where a gate method starts (``start_from``): the pre-trained model with a fresh head (the default); the full
-#: fine-tune of its task and seed with every gate open (``full``), as magnitude and mask-search start; or that
-#: fine-tune with the heads and FFN channels that mask search (Kwon et al. 2022) would remove starting closed
-#: (``mask-search``), which the removal schedule may then revise on its way to the same removal.
+#: Where a gate method starts (``start_from``; docs/fine-tuning.md): the pre-trained model (default), the full
+#: fine-tune with every gate open, or that fine-tune with mask search's units starting (softly) closed.
 START_POINTS = ("pretrained", "full", "mask-search")
 
 
@@ -119,7 +118,7 @@ class TrainingOptions(DeviceOptions):
     train_limit: int | None = option(None, f"rows of the limited regime (default {LIMITED_TRAIN_ROWS})")
     learning_rate: float | None = option(
         None, "learning rate (default per method: " + ", ".join(f"{m} {lr:g}" for m, lr in DEFAULT_LR.items())
-        + "; 1e-3 for --recipe reference)", aliases=("--lr",))
+        + "; 1e-3 for --recipe reference)", flag="lr", deprecated={"--learning-rate": None})
     weight_decay: float | None = option(None, "weight decay (default per method: " + ", ".join(
         f"{m} {wd:g}" for m, wd in DEFAULT_WEIGHT_DECAY.items()) + ")")
     epochs: float = option(5.0, "training epochs")
@@ -148,18 +147,17 @@ class TrainingOptions(DeviceOptions):
         None, "share of gated weights to remove, in (0, 1) (" + ", ".join(REMOVAL_METHODS) + "; default "
               f"{DEFAULT_TARGET_REMOVAL:g})")
     target_sparsity: float | None = option(
-        None, "reference recipe: share of rows and columns whose P(open) is pulled down (default: the reference's, "
-              "SparseGatesConfig.target_sparsity); not the removed share")
+        None, f"reference recipe: share of rows and columns whose P(open) is pulled down (default "
+              f"{REFERENCE_TARGET_SPARSITY:g}, the reference's); not the removed share")
     sparsity_lambda: float | None = option(
-        None, "weight of the sparsity regulariser (default: REMOVAL_LAMBDA for the removal recipe, no pull; "
-              "REFERENCE_LAMBDA, the FineGates GLUE recipe's, for --recipe reference; both in "
-              "sparse_models.sparse_gates.config)")
+        None, f"weight of the sparsity regulariser (default {REMOVAL_LAMBDA:g} for the removal recipe: no pull; "
+              f"{REFERENCE_LAMBDA:g}, the FineGates GLUE recipe's, for --recipe reference)")
     reg_sigma: float | None = option(
-        None, "sigma of P(open) in the regulariser (default: the reference code's, "
-              "sparse_models.gates.REFERENCE_SIGMA)")
+        None, f"sigma of P(open) in the regulariser (default {REFERENCE_SIGMA:g}, the reference code's)")
     gate_learning_rate: float | None = option(
-        None, "learning rate of the gate logits (default: sized to the budget for the removal recipe, so a gate can "
-              "travel from open to closed over the removal steps; the learning rate for the reference recipe)",
+        None, f"learning rate of the gate logits (default {REMOVAL_GATE_TRAVEL:g} / removal steps for the removal "
+              "recipe, so a gate can travel from open to closed within the budget; the learning rate for the "
+              "reference recipe)",
         aliases=("--gate-lr",))
     removal_score: str | None = option(
         None, "removal recipe: rank gates for closing by 'taylor' (accumulated |dL/dz * z|), 'logit' or 'random' "
@@ -198,6 +196,22 @@ class TrainingOptions(DeviceOptions):
     save_steps: int | None = option(None, "checkpoint every N steps (default: every epoch)")
     logging_steps: int = option(10, "log the loss every N steps")
     report_to: list[str] = option(help="Trainer loggers (tensorboard, wandb; default none)", default_factory=list)
+
+
+@dataclass(kw_only=True)
+class FinetuneCommandOptions:
+    """What ``glue-sparse finetune`` adds to ``TrainingOptions``: what to train on, where to write, how to resume."""
+    tasks: str = required("comma-separated GLUE tasks, or 'all' (the 8 GLUE-average tasks that have training data; "
+                          "wnli only by name)")
+    seeds: list[int] = option(help="comma-separated seeds, run one after another (default 1)",
+                              default_factory=lambda: [1])
+    model: str | None = option(None, "encoder folder or Hub name (default: the packaged MiniLM)")
+    output: str = required("output folder: <output>/<task>/ (one seed) or <output>/seed-<s>/<task>/ (several)")
+    data_dir: str | None = option(None, "local GLUE folder (else $GLUE_SPARSE_DATA_DIR, then the Hub)")
+    hub: bool = option(True, "ask the Hugging Face Hub for GLUE data not found locally (--no-hub: never)")
+    overwrite: bool = option(False, "replace a different run in the output folder")
+    resume: bool = option(False, "continue unfinished runs from their last checkpoint")
+    keep_checkpoints: bool = option(False, "keep Trainer checkpoints after success")
 
 
 @dataclass(kw_only=True)

@@ -55,4 +55,4 @@ class PerplexityOptions(ProtocolOptions):
     adapter: str | None = option(None, "a sparse-gates (or any PEFT) adapter to apply to --model")
     prune: bool = option(False, "prune the adapter before scoring")
     eval_docs: str = option(":", "START:END slice of the corpus documents to score (default: all)")
-    output: str | None = option(None, "write the results as JSON here (atomically)")
+    output: str | None = option(None, "folder to write the results to: perplexity.json (atomically)")

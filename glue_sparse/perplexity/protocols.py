@@ -29,6 +29,7 @@ from torch.nn import functional as F
 
 from glue_sparse.common.causal_lm import causal_lm_parts, context_length, model_device, packed_token_stream
 from glue_sparse.perplexity.options import PROTOCOLS, PerplexityError, ProtocolOptions
+from glue_sparse_tasks.console import progress
 from glue_sparse_tasks.data import fingerprint
 from sparse_models.runtime.devices import autocast, resolve_precision
 
@@ -101,7 +102,8 @@ def sparsegpt_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
     ids = ids[:, :needed].view(n_samples, seqlen)
     start = time.perf_counter()
     model.eval()
-    sums = [nll_sum(model, ids[i:i + 1].to(device)) for i in range(n_samples)]
+    sums = [nll_sum(model, ids[i:i + 1].to(device)) for i in progress(range(n_samples), desc="sparsegpt perplexity",
+                                                                       unit="window")]
     total, count = float(sum(t for t, _ in sums)), int(sum(c for _, c in sums))
     seconds = time.perf_counter() - start
     mean = total / count
@@ -126,7 +128,7 @@ def galore_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
     seen = scored = docs_used = 0
     start = time.perf_counter()
     model.eval()
-    for lo in range(0, len(texts), batch_size):
+    for lo in progress(range(0, len(texts), batch_size), desc="galore perplexity", unit="batch"):
         if seen >= token_budget:
             break
         enc = tokenizer(list(texts[lo:lo + batch_size]), truncation=True, max_length=max_length,
@@ -169,7 +171,8 @@ def packed_perplexity(model: nn.Module, tokenizer: Any, texts: Sequence[str],
     windows = [ids[i * seqlen:(i + 1) * seqlen + 1] for i in range(full)]
     start = time.perf_counter()
     model.eval()
-    sums = [nll_sum(model, torch.stack(windows[lo:lo + batch_size]).to(device)) for lo in range(0, full, batch_size)]
+    sums = [nll_sum(model, torch.stack(windows[lo:lo + batch_size]).to(device))
+            for lo in progress(range(0, full, batch_size), desc="packed perplexity", unit="batch")]
     if token_budget % seqlen:
         sums.append(nll_sum(model, ids[full * seqlen:].unsqueeze(0).to(device)))
     total, count = float(sum(t for t, _ in sums)), int(sum(c for _, c in sums))

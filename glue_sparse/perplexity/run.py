@@ -9,6 +9,7 @@ from typing import Any
 from peft import PeftModel
 
 from glue_sparse.common.causal_lm import corpus_texts, doc_range, load_causal_lm
+from glue_sparse.common.option_fields import result_file
 from glue_sparse.perplexity.options import PerplexityOptions
 from glue_sparse.perplexity.protocols import score_protocols
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic
@@ -22,8 +23,9 @@ def run_perplexity(options: PerplexityOptions) -> dict[str, dict[str, Any]]:
     device = resolve_device(options.device)
     resolve_precision(options.precision, device)  # a precision this device cannot run: refused before the load
     texts, prov = corpus_texts(options)
-    if options.output:
-        check_writable(Path(options.output).parent, "--output")
+    target = result_file(options.output, "perplexity.json") if options.output else None
+    if target:
+        check_writable(Path(target).parent, "--output")
     if options.adapter:
         check_complete(options.adapter)  # before the model loads
     model, tokenizer, name = load_causal_lm(options.model, str(device))
@@ -34,6 +36,6 @@ def run_perplexity(options: PerplexityOptions) -> dict[str, dict[str, Any]]:
             model = model.merge_and_unload()
             name += " (pruned)"
     results = score_protocols(model, tokenizer, texts[doc_range(options.eval_docs)], prov, options, name)
-    if options.output:
-        write_json_atomic(options.output, results)
+    if target:
+        write_json_atomic(target, results)
     return results

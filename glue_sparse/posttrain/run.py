@@ -16,13 +16,12 @@ from glue_sparse.common.causal_lm import corpus_texts, doc_range, load_causal_lm
 from glue_sparse.perplexity.options import PerplexityError
 from glue_sparse.perplexity.protocols import score_protocols
 from glue_sparse.posttrain.options import REFERENCE_GATE_LR, PosttrainOptions
+from glue_sparse_tasks.method_defaults import REFERENCE_LAMBDA, REFERENCE_SIGMA
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
 from sparse_models.accounting import parameter_accounting
 from sparse_models.runtime.devices import resolve_device, trainer_arguments
-from sparse_models.gates import REFERENCE_SIGMA
 from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
 from sparse_models.sparse_gates import SparseGatesConfig
-from sparse_models.sparse_gates.config import REFERENCE_LAMBDA
 from sparse_models.runtime.timing import time_forwards
 from sparse_models.trainer import SparseGatesTrainer
 
@@ -127,7 +126,7 @@ def run_posttrain(options: PosttrainOptions) -> dict[str, Any]:
                               "documents")
     train, held_out = texts[train_docs], texts[eval_docs]
     out_dir = Path(options.out_dir)
-    check_writable(out_dir, "--out-dir")  # before any model loads
+    check_writable(out_dir, "--output")  # before any model loads
     removal = options.target_removal is not None
     try:
         targets = [float(t) for t in (options.target_removal if removal else options.targets).split(",") if t]

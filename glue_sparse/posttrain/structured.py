@@ -249,7 +249,7 @@ def run_structured_posttrain(options: PosttrainOptions) -> list[dict[str, Any]]:
     methods, shares = _methods(options), _shares(options)
     trainer_arguments(options.device, options.precision)  # a device or precision not here: one line, first
     out_dir = Path(options.out_dir)
-    check_writable(out_dir, "--out-dir")
+    check_writable(out_dir, "--output")
     model_path = options.model or smollm2_path()
     check_model(model_path)
     check_llama_heads(model_path)

@@ -27,7 +27,8 @@ class PredictOptions(DeviceOptions):
                                 "scored, for the round trip)")
     tasks: str = option("all", "with --run: comma-separated GLUE tasks to predict (default: every task the run "
                                "has a checkpoint for; AX comes with mnli)")
-    variant: str = option("", "with --run: 'pruned' predicts with each task's pruned model (<task>/pruned)")
+    variant: str | None = option(None, "with --run: 'pruned' predicts with each task's pruned model (<task>/pruned; "
+                                       "default: the checkpoint each task kept)")
     base: str | None = option(None, "with --run: base model for adapters whose recorded base moved")
     batch_size: int = option(32, "with --run: documents per forward pass")
     data_dir: str | None = option(None, "local GLUE folder (else $GLUE_SPARSE_DATA_DIR, then the Hub)")

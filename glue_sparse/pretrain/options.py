@@ -17,7 +17,8 @@ NOT_IDENTITY = ("out_dir", "save_steps", "keep_checkpoints", "check_shards", "ev
 class PretrainOptions(DeviceOptions):
     """Everything ``glue-sparse pretrain`` takes; each default and help is written here once."""
 
-    out_dir: str = required("folder for run.json, model/ and checkpoints/ (a rerun resumes the run there)")
+    out_dir: str = required("folder for run.json, model/ and checkpoints/ (a rerun resumes the run there)",
+                            flag="output", deprecated={"--out-dir": None})
     model_config: str = option("llama_9m", "one of GaLore's sizes (llama_9m, llama_20m, llama_35m, llama_60m, "
                                            "llama_130m, llama_350m, llama_1b) or a LlamaConfig JSON path; its "
                                            "vocab_size is replaced by the tokenizer's")
@@ -69,7 +70,7 @@ class PretrainOptions(DeviceOptions):
     eval_batch_size: int = option(16, "validation windows per forward")
     save_steps: int = option(100, "steps between checkpoints (weights, optimiser, scheduler, RNG, data position)")
     keep_checkpoints: bool = option(False, "keep checkpoints/ after the run completes")
-    seed: int = option(0, "seed of the initial weights, the gate noise and the removal ranking")
+    seed: int = option(0, "seed of the initial weights, the gate noise and the removal ranking", flag=None)
 
 
 @dataclass(kw_only=True)
@@ -78,7 +79,8 @@ class PretrainReportOptions:
 
     runs: str = required("comma-separated run folders (each with run.json and model/); the first dense one is "
                          "the reference")
-    out: str = required("folder for results.md, results.json and curves.png")
+    out: str = required("folder for results.md, results.json and curves.png", flag="output",
+                        deprecated={"--out": None})
     speed: bool = option(True, "time each saved model's forward pass against the dense one (--no-speed: skip)")
     speed_batch_size: int = option(8, "timing: blocks per forward")
     speed_batches: int = option(4, "timing: batches per round")

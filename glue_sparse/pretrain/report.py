@@ -76,7 +76,7 @@ def forward_speed(runs: list[dict[str, Any]], dense: dict[str, Any], options: Pr
 def write_pretrain_report(options: PretrainReportOptions) -> dict[str, Any]:
     folders = [f for f in options.runs.split(",") if f]
     runs = read_runs(folders)
-    check_writable(Path(options.out), "--out")
+    check_writable(Path(options.out), "--output")
     Path(options.out).mkdir(parents=True, exist_ok=True)
     dense = next(r for r in runs if r["options"]["method"] == "dense")
     speed = forward_speed(runs, dense, options) if options.speed else {}

@@ -138,7 +138,7 @@ def identity(options: PretrainOptions) -> dict[str, Any]:
 def prepare_out_dir(options: PretrainOptions) -> dict[str, Any] | None:
     """The finished run if ``out_dir`` holds this one; refuses a folder holding another run."""
     out = Path(options.out_dir)
-    check_writable(out, "--out-dir")
+    check_writable(out, "--output")
     saved = out / OPTIONS_FILE
     if saved.is_file():
         before = json.loads(saved.read_text())
@@ -146,11 +146,11 @@ def prepare_out_dir(options: PretrainOptions) -> dict[str, Any] | None:
         changed = [f"{k}: {before.get(k, defaults[k])!r} there vs {v!r} now" for k, v in identity(options).items()
                    if before.get(k, defaults[k]) != v]
         if changed:
-            raise PretrainError(f"{out} holds a different run ({'; '.join(changed[:3])}); choose another --out-dir")
+            raise PretrainError(f"{out} holds a different run ({'; '.join(changed[:3])}); choose another --output")
         if (out / RUN_FILE).is_file():
             return json.loads((out / RUN_FILE).read_text())
     elif out.is_dir() and any(out.iterdir()):
-        raise PretrainError(f"{out} is not empty and holds no {OPTIONS_FILE}; choose another --out-dir")
+        raise PretrainError(f"{out} is not empty and holds no {OPTIONS_FILE}; choose another --output")
     return None
 
 

@@ -17,10 +17,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from glue_sparse.common.causal_lm import pack_blocks
+from glue_sparse.common.option_fields import result_file
 from glue_sparse.common.packaged import model_identity, smollm2_path
 from glue_sparse.speed.options import SpeedOptions
 from glue_sparse.speed.report import speed_markdown
-from glue_sparse.speed.run import device_and_dtype, levels_and_batch_sizes
+from glue_sparse.speed.run import device_and_dtype, dtype_name, levels_and_batch_sizes
 from glue_sparse.speed.timing import compare_layouts
 from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
 from glue_sparse_tasks.errors import UserInputError
@@ -93,7 +94,7 @@ def run_causal_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         stats = collect_statistics(dense, layers, [torch.tensor(calibration[i:i + 8]).to(device)
                                                    for i in range(0, len(calibration), 8)])
     name = model_identity(model_path)
-    print(f"model {name}\ntexts {source}, {options.causal_seqlen} tokens a sequence; {device}, {options.dtype}; "
+    print(f"model {name}\ntexts {source}, {options.causal_seqlen} tokens a sequence; {device}, {dtype_name(dtype)}; "
           f"threads {torch.get_num_threads()}; units by {options.causal_method}\n", flush=True)
     rows = []
     for level in levels:
@@ -112,9 +113,10 @@ def run_causal_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     if options.output:
         meta = {"model": name, "texts": f"{source}, {options.causal_seqlen} tokens a sequence",
                 "threads": torch.get_num_threads(), "rounds": options.rounds, "batches": options.batches, "align": 1,
-                "device": str(device), "dtype": options.dtype, "method": options.causal_method}
-        write_json_atomic(options.output, {**meta, "rows": rows})
-        markdown = Path(options.output).with_suffix(".md")
+                "device": str(device), "dtype": dtype_name(dtype), "method": options.causal_method}
+        target = result_file(options.output, "speed.json")
+        write_json_atomic(target, {**meta, "rows": rows})
+        markdown = Path(target).with_suffix(".md")
         write_text_atomic(markdown, speed_markdown(rows, meta, targets))
-        print(f"\nwrote {options.output} and {markdown}")
+        print(f"\nwrote {target} and {markdown}")
     return rows

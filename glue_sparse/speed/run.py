@@ -18,17 +18,18 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from glue_sparse.common.packaged import minilm_path, model_identity
 from glue_sparse.finetune.options import TrainingOptions  # the tokens-per-example default
-from glue_sparse.speed.options import DTYPES, SpeedOptions
+from glue_sparse.common.option_fields import result_file
+from glue_sparse.speed.options import SpeedOptions
 from glue_sparse.speed.report import built, speed_markdown, speed_targets
 from glue_sparse.speed.timing import calibrate_closed_fraction, compare_layouts
+from glue_sparse_tasks.method_defaults import DEFAULT_ALIGN
 from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
 from glue_sparse_tasks.data import load_glue_rows
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.local_formats import GlueDataError
 from sparse_models import SparseGatesConfig
 from sparse_models.checkpoints import Checkpoint, check_model, describe_checkpoint, load_classifier
-from sparse_models.runtime.devices import TORCH_DTYPES, resolve_device
-from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
+from sparse_models.runtime.devices import TORCH_DTYPES, resolve_device, resolve_precision
 from sparse_models.sparse_gates.pruning import LAYOUTS
 from sparse_models.runtime.timing import mean_length
 
@@ -84,8 +85,6 @@ def timing_texts(data_dir: str | None, n: int) -> tuple[list[str], str]:
 def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     """Time dense vs pruned for random closed patterns at each removal level and for trained adapters;
     print one line per (pattern, batch size) and write the rows if asked."""
-    if options.align is None:
-        options = replace(options, align=DEFAULT_ALIGN)
     if options.threads:
         torch.set_num_threads(options.threads)
     levels, batch_sizes = levels_and_batch_sizes(options)
@@ -105,7 +104,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     dense = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).to(device, dtype).eval()
     name = model_identity(model_path)
     on = _device_name(device)
-    print(f"model {name}\ntexts {source}; {on}, {options.dtype}; threads {torch.get_num_threads()}\n", flush=True)
+    print(f"model {name}\ntexts {source}; {on}, {dtype_name(dtype)}; threads {torch.get_num_threads()}\n", flush=True)
     candidates = []
     for level in levels:
         gated = get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS"))
@@ -137,32 +136,37 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
     print("\n" + "\n".join(targets))
     if options.output:
         meta = {"model": name, "texts": source, "threads": torch.get_num_threads(), "rounds": options.rounds,
-                "batches": options.batches, "align": options.align, "device": on, "dtype": options.dtype}
-        write_json_atomic(options.output, {**meta, "rows": rows})
-        markdown = Path(options.output).with_suffix(".md")
+                "batches": options.batches, "align": options.align, "device": on, "dtype": dtype_name(dtype)}
+        target = result_file(options.output, "speed.json")
+        write_json_atomic(target, {**meta, "rows": rows})
+        markdown = Path(target).with_suffix(".md")
         write_text_atomic(markdown, speed_markdown(rows, meta, targets))
-        print(f"\nwrote {options.output} and {markdown}")
+        print(f"\nwrote {target} and {markdown}")
     return rows
 
 
 def levels_and_batch_sizes(options: SpeedOptions) -> tuple[list[float], list[int]]:
-    """``--removed`` shares and ``--batch-sizes``, refused in one line before any model loads."""
+    """``--target-removal`` shares and ``--batch-sizes``, refused in one line before any model loads."""
     try:
         levels = [float(x) for x in options.removed.split(",") if x]
         batch_sizes = [int(x) for x in options.batch_sizes.split(",") if x]
     except ValueError as exc:
-        raise UserInputError(f"--removed and --batch-sizes take comma-separated numbers ({exc})") from None
+        raise UserInputError(f"--target-removal and --batch-sizes take comma-separated numbers ({exc})") from None
     if any(not 0 < x < 1 for x in levels):
-        raise UserInputError(f"--removed values must be in (0, 1), got {options.removed!r}")
+        raise UserInputError(f"--target-removal values must be in (0, 1), got {options.removed!r}")
     return levels, batch_sizes
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32``, ``bfloat16``: how the speed tables name the type they timed."""
+    return str(dtype).removeprefix("torch.")
+
+
 def device_and_dtype(options: SpeedOptions) -> tuple[torch.device, torch.dtype]:
-    """``--device`` (as every command reads it: ``sparse_models.runtime.devices``) and ``--dtype``, the type the
+    """``--device`` (as every command reads it: ``sparse_models.runtime.devices``) and ``--precision``, the type the
     weights are cast to for timing; refused in one line before any model loads."""
-    if options.dtype not in DTYPES:
-        raise UserInputError(f"--dtype {options.dtype!r}: expected {' or '.join(DTYPES)}")
-    return resolve_device(options.device), TORCH_DTYPES[options.dtype]
+    device = resolve_device(options.device)
+    return device, TORCH_DTYPES[resolve_precision(options.precision, device)]
 
 
 def _device_name(device: torch.device) -> str:

@@ -11,9 +11,9 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from glue_sparse_tasks.method_defaults import DEFAULT_ALIGN
 from sparse_models.accounting import parameter_accounting
 from sparse_models.pruned.pruned_linear import PrunedLinear
-from sparse_models.sparse_gates.layout_costs import DEFAULT_ALIGN
 from sparse_models.runtime.timing import interleaved_rounds, paired_speedup, time_rounds
 
 

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch import nn
 
+from glue_sparse_tasks.console import progress
 from sparse_models.mask_search.units import EncoderLayer
 
 __all__ = ["MaskGradients", "masked", "mask_gradients"]
@@ -75,7 +76,7 @@ def mask_gradients(model: nn.Module, layers: list[EncoderLayer], batches: Iterab
     device = next(model.parameters()).device
     heads: list[list[torch.Tensor]] = [[] for _ in layers]
     channels: list[list[torch.Tensor]] = [[] for _ in layers]
-    for batch in batches:
+    for batch in progress(batches, desc="mask search: Fisher", unit="batch"):
         batch = {k: v.to(device) for k, v in batch.items()}
         rows = batch["input_ids"].shape[0]
         head_masks = [torch.ones(rows, layer.heads, device=device, requires_grad=True) for layer in layers]

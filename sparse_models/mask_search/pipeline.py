@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from glue_sparse_tasks.console import progress
 from sparse_models.mask_search.fisher import mask_gradients
 from sparse_models.mask_search.search import rearrange, search_counts
 from sparse_models.mask_search.tuning import fold, tune_layer
@@ -68,7 +69,8 @@ def _tune(model: nn.Module, layers: list[EncoderLayer], plan_heads: list[list[in
     teacher = copy.deepcopy(model).eval()
     _zero(model, layers, plan_heads, plan_channels)
     report: list[dict[str, float]] = []
-    for index, (layer, heads, channels) in enumerate(zip(layers, plan_heads, plan_channels)):
+    for index, (layer, heads, channels) in progress(list(enumerate(zip(layers, plan_heads, plan_channels))),
+                                                    desc="mask search: tuning", unit="layer"):
         for attention, removed, count, name, width in ((True, heads, layer.heads, layer.attention_output,
                                                         layer.head_dim),
                                                        (False, channels, layer.channels, layer.ffn_output, 1)):

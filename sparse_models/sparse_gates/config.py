@@ -7,6 +7,8 @@ from typing import Any, Optional, Union
 
 from peft.config import PeftConfig
 
+from glue_sparse_tasks.method_defaults import REFERENCE_LAMBDA, REFERENCE_SIGMA, REFERENCE_TARGET_SPARSITY, REMOVAL_LAMBDA
+
 from sparse_models import gates
 from sparse_models.sparse_gates._peft_type import SPARSE_GATES
 
@@ -19,14 +21,6 @@ REFERENCE_INIT = (1.0, 0.1)
 EDGE_INIT = (0.6, 0.01)
 #: ``init_weights=False``: logit std around 0, where every gate is fractional (0 < tanh(l) + 0.5 < 1 for |l| < 0.55)
 NON_IDENTITY_INIT_STD = 0.25
-#: Reference regulariser weight (FineGates GLUE recipe).
-REFERENCE_LAMBDA = 50.0
-#: Removal-mode pull weight: none. Measured: a steady pull at lambda 50 sinks every undefended gate
-#: (median eval gate 0.98 -> 0.30 over the removal steps on CoLA, benchmarks/results/capacity_sweep), so the
-#: weights and head train on a shrunken network that the final snap to 0/1 then replaces; gates+full on
-#: CoLA scored MCC 0.00 with it and 0.19 without (benchmarks/results/capacity_sweep). Taylor ranking needs
-#: no pull to rank gates.
-REMOVAL_LAMBDA = 0.0
 #: How removal mode may rank gates for closing (``removal_score``).
 REMOVAL_SCORES = ("taylor", "logit", "random")
 
@@ -52,7 +46,7 @@ class SparseGatesConfig(PeftConfig):
         default=None, metadata={"help": "Module names or a regex to leave ungated."}
     )
     target_sparsity: float = field(
-        default=0.4,
+        default=REFERENCE_TARGET_SPARSITY,
         metadata={"help": "Reference regulariser: the share of rows and of columns whose P(open) it pulls down, "
                           "in [0, 1). It is not the removed share (40% of rows and columns closed remove 64% of a "
                           "matrix) and the reference recipe rarely reaches it; use target_removal for that."},
@@ -95,7 +89,7 @@ class SparseGatesConfig(PeftConfig):
     )
     noise_std: float = field(default=0.1, metadata={"help": "Std of the Gaussian gate noise in training."})
     reg_sigma: Optional[float] = field(
-        default=gates.REFERENCE_SIGMA,
+        default=REFERENCE_SIGMA,
         metadata={"help": "sigma in P(open) = Phi((mu + 0.5) / sigma); 0.5 in the reference code (a constant, "
                           "not the noise std). None is read as 0.5."},
     )
@@ -146,7 +140,7 @@ class SparseGatesConfig(PeftConfig):
         if self.init_std is None:
             self.init_std = default_init[1]
         if self.reg_sigma is None:
-            self.reg_sigma = gates.REFERENCE_SIGMA
+            self.reg_sigma = REFERENCE_SIGMA
         if self.sparsity_lambda is None:
             self.sparsity_lambda = REMOVAL_LAMBDA if self.target_removal is not None else REFERENCE_LAMBDA
         if self.sparsity_lambda < 0:

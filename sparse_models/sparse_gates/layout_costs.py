@@ -33,23 +33,17 @@ from torch import nn
 from torch.nn import functional as F
 
 from glue_sparse_tasks.atomic import write_json_atomic
+from glue_sparse_tasks.method_defaults import DEFAULT_ALIGN
 from sparse_models.pruned.modeling_sparse_pruned import QueryKeyNarrowedAttention
 from sparse_models.pruned.pruned_linear import PrunedLinear
 from sparse_models.sparse_gates.pruning import KEEP, REMOVE, ModulePlan, PruningPlan, Side
 from sparse_models.runtime.timing import interleaved_rounds
 
-__all__ = ["DEFAULT_ALIGN", "DEFAULT_LAYOUT_LENGTH", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides",
+__all__ = ["DEFAULT_LAYOUT_LENGTH", "DEFAULT_LAYOUT_TOKENS", "cache_path", "candidate_sides",
            "choose_sides", "choose_whole_model"]
 
 #: Tokens per forward the choice is made for: a GLUE batch of 32 at about 64 tokens.
 DEFAULT_LAYOUT_TOKENS = 2048
-#: Kept row/column counts are rounded up to this multiple with closed ones: at ~1,280 outputs an odd
-#: width or a multiple of 4 only ran 12-28% below the GFLOP/s of the multiples of 8 beside it on this
-#: 2-core CPU (at ~316 outputs 313 and 316 ran -10..+4% of 312, and 320 6-12% above it), and 8 suits GPU
-#: tensor cores. 16 kept 1.0-1.9 points more of the gated weights as zeros, and the pruned MiniLM ran
-#: 0.9-4.1% slower than with 8 in all six paired rows of two runs (20/40/60% closed;
-#: benchmarks/results/alignment_ab).
-DEFAULT_ALIGN = 8
 #: A layout with more index operations must beat a simpler one by this share per extra operation, so
 #: timing noise does not buy index work that saves nothing.
 INDEX_OP_MARGIN = 0.02

@@ -21,8 +21,8 @@ from sparse_models.modules import unwrap_gated_model
 from sparse_models.pruned.modeling_sparse_pruned import replace_module
 from sparse_models.sparse_gates.config import SparseGatesConfig
 from sparse_models.sparse_gates.layer import ADAPTER_MARKERS, Linear, SparseGatesLayer
+from glue_sparse_tasks.method_defaults import DEFAULT_ALIGN
 from sparse_models.sparse_gates.layout_costs import (
-    DEFAULT_ALIGN,
     DEFAULT_LAYOUT_LENGTH,
     DEFAULT_LAYOUT_TOKENS,
     choose_sides,

@@ -29,6 +29,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from glue_sparse_tasks.console import progress
 from glue_sparse_tasks.errors import UserInputError
 from sparse_models.structured.units import LayerUnits, UnitPlan
 
@@ -80,7 +81,7 @@ def collect_statistics(model: nn.Module, layers: list[LayerUnits], batches: Iter
     try:
         was_training = model.training
         model.eval()
-        for ids in batches:
+        for ids in progress(batches, desc="calibration", unit="block"):
             model(input_ids=ids)
         model.train(was_training)
     finally:
