@@ -28,8 +28,8 @@ class Benchmark:
 SUITE: dict[str, Benchmark] = {
     "pruning-speed": Benchmark(
         "pruning_speed.py", "dense vs pruned MiniLM CPU latency per closed share and layout (glue-sparse speed)",
-        ("--removed", "0.4", "--batch-sizes", "1", "--batches", "1", "--rounds", "1", "--layouts", "keep",
-         "--data-dir", "{data}", "--output", "{out}/pruning_speed.json")),
+        ("--target-removal", "0.4", "--batch-sizes", "1", "--batches", "1", "--rounds", "1", "--layouts", "keep",
+         "--data-dir", "{data}", "--output", "{out}/pruning_speed")),
     "lm-eval-throughput": Benchmark(
         "lm_eval_model_throughput.py", "lm-eval through our classifier model vs a plain transformers loop (SST-2)",
         ("--data-dir", "{data}", "--repeats", "1")),

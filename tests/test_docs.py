@@ -49,7 +49,7 @@ def test_readme_glue_headline_is_the_converged_report():
 
 
 def test_readme_speed_headline_is_the_pruning_speed_run():
-    rows = json.loads((REPO / "benchmarks/results/pruning_speed/pruning_speed.json").read_text())["rows"]
+    rows = json.loads((REPO / "benchmarks/results/pruning_speed/speed.json").read_text())["rows"]
     [row] = [r for r in rows if r["level"].startswith("random 40%") and r["layout"] == "auto"
              and r["batch_size"] == 32]
     assert f"{row['latency_ratio']:.2f}× dense" in _headline("pruned MiniLM speed at 40%")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from glue_sparse.bench.frontier import frontier_figure, frontier_lines, level_verdicts, line_name, method_colour
+from glue_sparse.bench.frontier import frontier_figure, frontier_lines, level_verdicts, line_name
+from glue_sparse.common.colours import method_colour
 from glue_sparse.bench.report import LATENCY_PLOT, SCORE_PLOT, _plot, summarise, write_report
 from glue_sparse.bench.store import read_stores
 

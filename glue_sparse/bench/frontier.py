@@ -16,19 +16,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from glue_sparse.common.colours import method_colour
+from glue_sparse.common.figures import save_figure
+
 FRONTIER_PLOT = "frontier.png"
 TASKS_PLOT = "frontier_tasks.png"
-#: one colour per method in every figure of every report (matplotlib's tab10 hues)
-METHOD_COLOURS = {"full": "#000000", "lora": "#8c564b", "gates": "#1f77b4", "gates+lora": "#9467bd",
-                  "gates+full": "#ff7f0e", "magnitude": "#2ca02c", "mask-search": "#d62728"}
 #: where a gated arm started: its line style and marker
 START_STYLES = {None: ("-", "o"), "pretrained": ("-", "o"), "full": ("--", "s"), "mask-search": (":", "^")}
 _LEVEL = re.compile(r"\s*\br(\d+(?:\.\d+)?)\b")
-
-
-def method_colour(method: str) -> str:
-    """The colour of ``method`` in every plot (a method this table lacks gets a fixed grey)."""
-    return METHOD_COLOURS.get(method, "#7f7f7f")
 
 
 def line_name(summary: dict[str, Any]) -> str:
@@ -62,15 +57,6 @@ def _style(summary: dict[str, Any]) -> dict[str, Any]:
             "markerfacecolor": method_colour(summary["method"]) if summary["distill"] else "white"}
 
 
-def _save(fig: Any, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
-
-
 def _reference(ax: Any, full: dict[str, Any] | None, scale: float = 100.0) -> None:
     """Full fine-tuning as a horizontal line, its seeds' spread as a band."""
     if full is None:
@@ -97,7 +83,7 @@ def plot_frontier(summaries: Sequence[dict[str, Any]], path: Path) -> Path | Non
     fig = frontier_figure(summaries)
     if fig is None:
         return None
-    _save(fig, path)
+    save_figure(fig, path, bbox_inches="tight")
     return path
 
 
@@ -165,7 +151,7 @@ def plot_tasks(summaries: Sequence[dict[str, Any]], path: Path) -> Path | None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7, frameon=False)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path, bbox_inches="tight")
     return path
 
 

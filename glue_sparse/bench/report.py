@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from glue_sparse.bench.frontier import FRONTIER_PLOT, TASKS_PLOT, level_verdicts, method_colour, plot_frontier, plot_tasks
+from glue_sparse.bench.frontier import FRONTIER_PLOT, TASKS_PLOT, level_verdicts, plot_frontier, plot_tasks
+from glue_sparse.common.colours import method_colour
 from glue_sparse.bench.report_targets import targets
 from glue_sparse.common.targets import DEFAULT_BENCH_TARGETS, BenchTargets
 from glue_sparse_tasks import scoring
 from glue_sparse_tasks.atomic import write_text_atomic
+from glue_sparse.common.figures import save_figure
 
 REPORT_MD = "report.md"
 REPORT_CSV = "report.csv"
@@ -213,10 +215,7 @@ def _plot(summaries: Sequence[dict[str, Any]], y: str, ylabel: str, path: Path) 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
     return colours
 
 

@@ -27,6 +27,7 @@ from glue_sparse.perplexity.options import PerplexityError
 from glue_sparse.common.causal_lm import corpus_texts, doc_range, load_causal_lm, model_device, pack_blocks
 from glue_sparse.perplexity.protocols import perplexity
 from glue_sparse.posttrain.options import PosttrainOptions
+from glue_sparse.posttrain.report import FIGURE, plot_structured, structured_markdown
 from glue_sparse.posttrain.run import tokens_per_second
 from glue_sparse_tasks.atomic import check_writable, write_text_atomic
 from glue_sparse_tasks.data import fingerprint
@@ -40,14 +41,13 @@ from sparse_models.structured.scores import collect_statistics
 from sparse_models.structured.trainer import UnitGatesTrainer, last_checkpoint
 from sparse_models.structured.unit_gates import add_unit_gates, gate_plan, remove_unit_gates
 
-__all__ = ["STRUCTURED_METHODS", "run_structured_posttrain", "structured_markdown"]
+__all__ = ["STRUCTURED_METHODS", "run_structured_posttrain"]
 
 #: ``gates`` trains unit gates on the LM loss, ``gates-distill`` on KL to the dense model.
 #: unit-gate methods and what their gates learn from (the LM loss, or distillation from the dense model)
 UNIT_GATE_OBJECTIVES = {"gates": "lm", "gates-distill": "distill"}
 STRUCTURED_METHODS = ("dense", *ONE_SHOT, *UNIT_GATE_OBJECTIVES)
 RESULTS = "results.jsonl"
-CORPORA = ("c4", "wikitext2")
 
 
 def _methods(options: PosttrainOptions) -> list[str]:
@@ -277,35 +277,8 @@ def run_structured_posttrain(options: PosttrainOptions) -> list[dict[str, Any]]:
     markdown = structured_markdown(rows)
     if _world()[0] == 0:
         write_text_atomic(out_dir / "results.md", markdown)
+        plot_structured(rows, out_dir / FIGURE)
         print(markdown)
     return rows
 
 
-def structured_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The table: one row per cell, perplexities with their ratio to dense."""
-    dense = next((r for r in rows if r["method"] == "dense"), None)
-    lines = []
-    if dense is not None:
-        scored, calibration = dense["setting"]["scored"], dense["setting"]["calibration"]
-        c4, wiki = scored["c4"], scored["wikitext2"]
-        lines += [f"Model: {dense['model']}.", "",
-                  f"Perplexity: {c4['protocol']} protocol, {c4['n_samples']} windows of {c4['seqlen']} tokens "
-                  f"({c4['n_samples'] * c4['seqlen']:,} tokens) per corpus: C4 documents {c4['documents']} of "
-                  f"{c4['source']}, WikiText-2 test ({wiki['source']}), each joined with spaces. Calibration "
-                  f"(one-shot methods): {calibration['samples']} blocks of {calibration['seqlen']} tokens from "
-                  f"{calibration['source']}; unit gates train on blocks of the same documents. Removed shares are "
-                  "of decoder-block linear weights, and of all parameters net of what a method adds (FLAP's biases).",
-                  ""]
-    lines += ["| method | target | removed % block linears | removed % total (net) | C4 ppl | x dense | WikiText-2 ppl "
-             "| x dense | calibration / training tokens | wall s | tokens/s x dense |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        a, ppl = r["accounting"], r["perplexity"]
-        ratio = {c: ppl[c] / dense["perplexity"][c] if dense else float("nan") for c in CORPORA}
-        tokens = r.get("train", {}).get("train_tokens", r.get("calibration_tokens", 0))
-        target = "-" if r["target_removal"] is None else f"{r['target_removal']:.0%}"
-        lines.append(f"| {r['method']} | {target} | {a['removed_share_of_gated']:.1%} "
-                     f"| {a['net_removed_share_of_total']:.1%} "
-                     f"| {ppl['c4']:.2f} | {ratio['c4']:.2f} | {ppl['wikitext2']:.2f} | {ratio['wikitext2']:.2f} "
-                     f"| {tokens:,} | {r['wall_seconds']:.0f} | {r['tokens_per_second']['ratio']:.2f} |")
-    return "\n".join(lines) + "\n"

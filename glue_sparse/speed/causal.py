@@ -20,7 +20,7 @@ from glue_sparse.common.causal_lm import pack_blocks
 from glue_sparse.common.option_fields import result_file
 from glue_sparse.common.packaged import model_identity, smollm2_path
 from glue_sparse.speed.options import SpeedOptions
-from glue_sparse.speed.report import speed_markdown
+from glue_sparse.speed.report import SPEED_FIGURE, plot_speed, speed_markdown
 from glue_sparse.speed.run import device_and_dtype, dtype_name, levels_and_batch_sizes
 from glue_sparse.speed.timing import compare_layouts
 from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
@@ -118,5 +118,6 @@ def run_causal_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         write_json_atomic(target, {**meta, "rows": rows})
         markdown = Path(target).with_suffix(".md")
         write_text_atomic(markdown, speed_markdown(rows, meta, targets))
+        plot_speed(rows, Path(target).with_name(SPEED_FIGURE), f"{meta['model'].split(' (')[0]}, {meta['device']}")
         print(f"\nwrote {target} and {markdown}")
     return rows

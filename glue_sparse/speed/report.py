@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from glue_sparse.common.colours import LAYOUT_COLOURS
 from glue_sparse.common.targets import DEFAULT_SPEED_TARGETS as GOALS
+from glue_sparse.common.figures import save_figure
 
 # the targets' old module-level names (their numbers live in targets.json)
 NEVER_SLOWER_LEVELS = GOALS.never_slower_levels
@@ -79,3 +81,42 @@ def speed_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any], targets
                    f"{r['dense_ms'] / r['ideal_ms']:.2f} | "
                    f"{100 * r['share_of_ideal']:.0f}% | {r['flop_ratio']:.2f} |")
     return "\n".join(out + ["", *targets, ""])
+
+
+SPEED_FIGURE = "speed.png"
+
+
+def plot_speed(rows: Sequence[dict[str, Any]], path: Any, title: str = "") -> Any:
+    """The speed figure beside the table: dense ms / pruned ms against the closed share of gated weights, one
+    line per layout (its colour) and batch size (solid: the largest), the FLOP ratio as the ideal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    random = [r for r in rows if r["level"].startswith("random")]
+    if not random:
+        return None
+    sizes = sorted({r["batch_size"] for r in random}, reverse=True)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for layout in dict.fromkeys(r["layout"] for r in random):
+        for size, style in zip(sizes, ("-", "--", ":")):
+            mine = sorted((r for r in random if r["layout"] == layout and r["batch_size"] == size),
+                          key=lambda r: r["closed_share_of_gated"])
+            if mine:
+                ax.plot([100 * r["closed_share_of_gated"] for r in mine], [r["latency_ratio"] for r in mine],
+                        marker="o", ls=style, color=LAYOUT_COLOURS.get(layout.removesuffix("+heads"), "#7f7f7f"),
+                        label=f"{layout}, batch {size}")
+    ideal = sorted((r for r in random if r["batch_size"] == sizes[0] and r["layout"] == random[0]["layout"]),
+                   key=lambda r: r["closed_share_of_gated"])
+    ax.plot([100 * r["closed_share_of_gated"] for r in ideal], [r["flop_ratio"] for r in ideal], color="#000000",
+            lw=0.8, ls="-.", label="FLOP ratio (ideal)")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.margins(x=0.08, y=0.08)
+    ax.set_xlabel("% of gated weights closed")
+    ax.set_ylabel("speed-up: dense ms / pruned ms")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path)

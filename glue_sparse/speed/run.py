@@ -20,7 +20,7 @@ from glue_sparse.common.packaged import minilm_path, model_identity
 from glue_sparse.finetune.options import TrainingOptions  # the tokens-per-example default
 from glue_sparse.common.option_fields import result_file
 from glue_sparse.speed.options import SpeedOptions
-from glue_sparse.speed.report import built, speed_markdown, speed_targets
+from glue_sparse.speed.report import SPEED_FIGURE, built, plot_speed, speed_markdown, speed_targets
 from glue_sparse.speed.timing import calibrate_closed_fraction, compare_layouts
 from glue_sparse_tasks.method_defaults import DEFAULT_ALIGN
 from glue_sparse_tasks.atomic import write_json_atomic, write_text_atomic
@@ -141,6 +141,7 @@ def run_speed(options: SpeedOptions) -> list[dict[str, Any]]:
         write_json_atomic(target, {**meta, "rows": rows})
         markdown = Path(target).with_suffix(".md")
         write_text_atomic(markdown, speed_markdown(rows, meta, targets))
+        plot_speed(rows, Path(target).with_name(SPEED_FIGURE), f"{meta['model'].split(' (')[0]}, {meta['device']}")
         print(f"\nwrote {target} and {markdown}")
     return rows
 
