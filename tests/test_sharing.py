@@ -171,3 +171,25 @@ def test_missing_or_altered_code_fails_remotely_while_the_package_still_loads(sa
     ids = torch.tensor([[2, 7, 11, 19, 23, 29, 31, 3], [2, 5, 8, 13, 21, 34, 3, 0]])
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=ids).logits, torch.tensor(expected["bert"]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_folder_saved_before_the_code_travelled_still_loads_through_the_package(saved, tmp_path):
+    """Pruned folders written by an earlier version have no auto_map and no code beside them: the package loads
+    them as before (the ``sparse_gated`` model type is registered on import)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    import sparse_models  # noqa: F401  (registers the pruned classes)
+
+    models, expected, _, _, _ = saved
+    folder = shutil.copytree(models / "roberta", tmp_path / "old")
+    for code in folder.glob("*.py"):
+        code.unlink()
+    config = json.loads((folder / "config.json").read_text())
+    del config["auto_map"]
+    (folder / "config.json").write_text(json.dumps(config))
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    ids = torch.tensor([[2, 7, 11, 19, 23, 29, 31, 3], [2, 5, 8, 13, 21, 34, 3, 0]])
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).logits, torch.tensor(expected["roberta"]), rtol=1e-5,
+                                   atol=1e-5)
