@@ -131,3 +131,28 @@ def test_the_main_job_stops_before_installing_when_no_glue_data_answers(tmp_path
     done = subprocess.run(["bash", str(clone / "scripts" / "main.sh")], capture_output=True, text=True, env=env,
                           timeout=60)
     assert done.returncode == 2 and "is not a folder" in done.stderr and not (tmp_path / "installed").exists()
+
+
+def test_progress_bars_show_on_a_terminal_and_hide_under_quiet_or_a_pipe(monkeypatch):
+    import sys
+
+    from glue_sparse_tasks.console import QUIET_BARS_ENV, configure_console, progress
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+        def write(self, text: str) -> int:
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    monkeypatch.setenv(QUIET_BARS_ENV, "0")
+    assert not progress(range(3)).disable  # a terminal: shown
+    configure_console(quiet=True)
+    assert progress(range(3)).disable  # --quiet
+    monkeypatch.setenv(QUIET_BARS_ENV, "0")
+    monkeypatch.setattr(sys, "stderr", open(__file__))  # not a terminal
+    assert progress(range(3)).disable
