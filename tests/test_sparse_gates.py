@@ -564,3 +564,19 @@ def test_whole_model_timing_takes_fewer_rounds_when_a_forward_is_slow():
     calls.clear()
     layout_costs._fastest_of_rounds([(slow, None), (slow, None)], cpu)
     assert len(calls) == 2 * (1 + layout_costs._ROUNDS)
+
+
+def test_a_layer_whose_every_input_is_closed_still_runs_and_adds_only_its_bias():
+    """A fully closed input (every FFN channel of a layer closed, say) reaches the next matrix as zero columns:
+    its pruned layer takes a (tokens, 0) input and outputs its bias, scattered or added into the residual (a
+    full run's Taylor ranking closed one such layer at 50%; the layout timing crashed on it)."""
+    from sparse_models.pruned.pruned_linear import PrunedLinear
+
+    weight, bias = torch.randn(6, 4), torch.randn(6)
+    layer = PrunedLinear.from_dense(weight, bias, torch.tensor([], dtype=torch.long), torch.tensor([0, 2, 5]),
+                                    gather_in=False, scatter_out=True)
+    x, residual = torch.randn(2, 3, 0), torch.randn(2, 3, 6)
+    expected = torch.zeros(6)
+    expected[[0, 2, 5]] = bias[[0, 2, 5]]
+    torch.testing.assert_close(layer(x), expected.expand(2, 3, 6))
+    torch.testing.assert_close(layer.add_to(x, residual), residual + expected)
