@@ -155,6 +155,35 @@ def test_two_processes_wanting_one_missing_entry_end_with_one_good_entry(cache):
     assert [p.name for p in (cache / "tokenizers").iterdir()] == ["slow"]  # no staging folder left behind
 
 
+def test_a_shard_hash_is_remembered_across_processes_until_the_shard_changes(cache, tmp_path):
+    """Issue #65, item 3: a later process names a shard by the hash an earlier one remembered, without reading
+    it (shown by bytes changed behind an unchanged size, mtime and inode), and hashes it again once it changed;
+    every hash a process made reaches the cache, the ones held back to spare rewrites included."""
+    import hashlib
+
+    shards = [tmp_path / f"c4-train.{i:05d}-of-00003.json" for i in range(3)]
+    for i, shard in enumerate(shards):
+        shard.write_text(f"shard {i}\n")
+    code = ("import sys\nfrom glue_sparse.common.cache_root import file_sha256\n"
+            "print(' '.join(file_sha256(path) for path in sys.argv[1:]))")
+
+    def hashes() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code, *map(str, shards)], capture_output=True, text=True,
+                              check=True, env={**os.environ, "GLUE_SPARSE_CACHE": str(cache)})
+        return done.stdout.split()
+
+    first = hashes()
+    assert first == [hashlib.sha256(f"shard {i}\n".encode()).hexdigest() for i in range(3)]
+    assert len(json.loads((cache / "file_hashes.json").read_text())) == 3  # three hashed within a second
+    before = os.stat(shards[0])
+    with shards[0].open("r+b") as handle:  # other bytes, same size, inode and mtime
+        handle.write(b"SHARD")
+    os.utime(shards[0], ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert hashes() == first  # remembered: not read again
+    os.utime(shards[0], ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))  # now it changed
+    assert hashes()[0] == hashlib.sha256(b"SHARD 0\n").hexdigest()
+
+
 def test_cache_verify_names_each_damage_and_clear_removes_only_what_it_names(cache, capsys):
     made = {}
     for kind, key in (("tokens", "a"), ("tokens", "b"), ("teacher_logits", "c"), ("tokenizers", "d"), ("models", "e")):
