@@ -36,6 +36,18 @@ def test_only_rows_averaging_the_same_tasks_share_the_frontier(summaries):
     assert "gates reference" not in lines  # no asked removal: no level to draw it at
 
 
+def test_one_regime_per_frontier_even_where_both_regimes_average_the_same_task():
+    """The SST-2 part has full-data cells (full, gates r0.3) beside the limited ones, all averaging SST-2 alone:
+    the frontier keeps the limited regime, and its reference is limited full fine-tuning (85.2, not 88.2)."""
+    parts = ("sst2-seed-1", "kd-sst2-seed-1", "levels-sst2-seed-1")
+    summaries = summarise(read_stores([CONVERGED / part / "results.jsonl" for part in parts]))
+    assert {s["regime"] for s in summaries} == {"full", "limited"}
+    tasks, lines, full = frontier_lines(summaries)
+    assert tasks == ["sst2"] and full["regime"] == "limited" and round(full["glue_average"].mean * 100, 1) == 85.2
+    assert all(s["regime"] == "limited" for group in lines.values() for s in group)
+    assert [s["target_removal"] for s in lines["gates"]] == [0.3, 0.5]  # one point per level, not two at 30%
+
+
 def test_no_point_sits_on_a_frames_edge(summaries):
     fig = frontier_figure(summaries)
     for ax in fig.axes:

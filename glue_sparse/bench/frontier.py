@@ -4,8 +4,9 @@ and, per level, which method leads, by how much, inside or outside the seeds' sp
 
 A *method line* is an arm's label without its level token (``gates+full r0.5 from-full distill`` ->
 ``gates+full from-full distill``), so the arms of one method at 30, 50 and 70% removed join up. Only
-summaries that average the same tasks share an axis (a one-task full-data point never sits on a five-task
-plot). Every figure colours a method the same way (``method_colour``).
+summaries of one regime that average the same tasks share an axis (a one-task full-data point never sits
+on a five-task plot, nor a full-data point among limited-data ones). Every figure colours a method the same
+way (``method_colour``).
 """
 
 from __future__ import annotations
@@ -31,18 +32,25 @@ def line_name(summary: dict[str, Any]) -> str:
     return _LEVEL.sub("", summary["label"]).strip() or summary["label"]
 
 
-def shared_tasks(summaries: Sequence[dict[str, Any]]) -> list[str]:
-    """The task set the frontier is drawn on: the one the full arm averages (else the most common one)."""
-    sets = [tuple(s["average_tasks"]) for s in summaries if s["glue_average"].values]
-    full = [tuple(s["average_tasks"]) for s in summaries if s["method"] == "full" and s["glue_average"].values]
-    chosen = max(set(full or sets), key=lambda t: (len(t), (full or sets).count(t)), default=())
-    return list(chosen)
+def shared_axis(summaries: Sequence[dict[str, Any]]) -> tuple[str | None, list[str]]:
+    """The regime and task set the frontier is drawn on: those of the full arm that averages the most tasks
+    and shares them with the most arms (else the most common pair). One regime only: a full-data point and its
+    full fine-tuning reference never sit among limited-data points."""
+    def axis(s: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+        return s["regime"], tuple(s["average_tasks"])
+
+    scored = [axis(s) for s in summaries if s["glue_average"].values]
+    full = [axis(s) for s in summaries if s["method"] == "full" and s["glue_average"].values]
+    chosen = max(set(full or scored), key=lambda a: (len(a[1]), scored.count(a), a[0] == "limited"), default=None)
+    return (chosen[0], list(chosen[1])) if chosen else (None, [])
 
 
 def frontier_lines(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], dict[str, list[dict[str, Any]]], Any]:
-    """(the shared tasks, {method line: its pruned summaries by removal}, the full arm's summary or None)."""
-    tasks = shared_tasks(summaries)
-    on_axis = [s for s in summaries if list(s["average_tasks"]) == tasks and s["glue_average"].values]
+    """(the shared tasks, {method line: its pruned summaries by removal}, the full arm's summary or None), all of
+    the shared regime."""
+    regime, tasks = shared_axis(summaries)
+    on_axis = [s for s in summaries
+               if s["regime"] == regime and list(s["average_tasks"]) == tasks and s["glue_average"].values]
     lines: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in on_axis:
         if s["target_removal"]:
