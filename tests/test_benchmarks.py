@@ -67,3 +67,14 @@ def test_the_pretraining_script_parses_and_uses_only_flags_the_commands_have(tmp
 def test_the_list_names_every_benchmark():
     listed = subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--list"], capture_output=True, text=True)
     assert listed.returncode == 0 and all(name in listed.stdout for name in suite.SUITE)
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in BENCHMARKS.glob("*.json")))
+def test_every_committed_bench_config_loads_with_its_targets(config):
+    """A grid config that no longer loads (a renamed field, a bad targets block) would surface only hours into
+    a part; each loads, validates and names its cells here."""
+    from glue_sparse.bench.options import BenchConfig
+
+    bench = BenchConfig.load(BENCHMARKS / config)
+    bench.validate()
+    assert list(bench.runs(whole=True)) and 0 < bench.goals().removal_tolerance <= 0.03

@@ -202,7 +202,7 @@ def targets(summaries: Sequence[dict[str, Any]], goals: BenchTargets = DEFAULT_B
     errors = [(e, s["label"], s["regime"]) for s in summaries for e in s["removal_errors"]]
     if errors:
         worst, label, regime = max(errors)
-        lines.append(f"- achieved removal within ±{goals.removal_tolerance * 100:.0f} points of the request on "
+        lines.append(f"- achieved removal within ±{goals.removal_tolerance * 100:g} points of the request on "
                      f"every row ({len(errors)} rows): {_verdict(worst <= goals.removal_tolerance)} — largest miss "
                      f"{worst * 100:.2f} points ({label}, {regime})")
     for s in summaries:
