@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import TrainerCallback
 
+from glue_sparse.finetune.elapsed import ELAPSED_FILE
 from glue_sparse.finetune.models import build_model
 from glue_sparse.finetune.options import DEFAULT_LR, FinetuneConfig, FinetuneConfigError
 from glue_sparse.finetune.run import run_finetune
@@ -130,8 +132,16 @@ def test_same_seed_same_metrics_and_resume_equals_uninterrupted(method, tiny_bas
     assert not (tmp_path / "c" / "stsb" / "run.json").exists()
     with pytest.raises(OutputDirError, match="--resume"):
         run_finetune(_config(tiny_base, **kw), tmp_path / "c", data_dir=data, use_hub=False)
+    checkpoint = tmp_path / "c" / "stsb" / "checkpoints" / "checkpoint-4"
+    before = json.loads((checkpoint / ELAPSED_FILE).read_text())["train_seconds"]
+    shutil.copytree(tmp_path / "c", tmp_path / "d")
+    (tmp_path / "d" / "stsb" / "checkpoints" / "checkpoint-4" / ELAPSED_FILE).unlink()  # as an older version left it
     resumed = run_finetune(_config(tiny_base, **kw), tmp_path / "c", data_dir=data, resume=True, use_hub=False)
     assert resumed["resumed_from_step"] == 4
+    # train time counts the stopped process's share too, not only this one's
+    assert before > 0 and resumed["train_seconds"] == pytest.approx(before + resumed["train_seconds_this_process"])
+    unknown = run_finetune(_config(tiny_base, **kw), tmp_path / "d", data_dir=data, resume=True, use_hub=False)
+    assert unknown["train_seconds"] is None and unknown["train_seconds_this_process"] > 0
     assert _quality(resumed["final_metrics"]) == _quality(first["final_metrics"])
     assert [e["pearson"] for e in resumed["epochs"]] == [e["pearson"] for e in first["epochs"]]
 

@@ -83,6 +83,11 @@ def run_finetunes(plan: list[tuple[FinetuneConfig, Path]], data_dir: str | None 
     return records
 
 
+def _seconds(value: float | None) -> str:
+    """Wall seconds, or '-' where a resumed run's earlier processes did not record theirs."""
+    return f"{'-':>8}" if value is None else f"{value:>8.0f}"
+
+
 def summary_table(records: list[dict]) -> str:
     """One line per run: score, trainable parameters, removal, speed, wall time (a mask search's: the
     search), memory."""
@@ -93,7 +98,7 @@ def summary_table(records: list[dict]) -> str:
         per_step = f"{r['seconds_per_step']:>7.3f}" if r["seconds_per_step"] else f"{'-':>7}"
         lines.append(f"{r['task']:<6} {r['seed']:>4} {r['primary_metric']:<9} {r['final_score']:>7.4f} "
                      f"{accounting['trainable_parameters']:>10,} {accounting['removed_share_of_gated']:>8.1%} "
-                     f"{per_step} {r['train_seconds']:>8.0f} {r['peak_rss_bytes'] / 2**20:>8.0f}")
+                     f"{per_step} {_seconds(r['train_seconds'])} {r['peak_rss_bytes'] / 2**20:>8.0f}")
     if any(r["selection_is_optimistic"] for r in records):
         lines.append("note: --select best reports the best validation epoch: an optimistic estimate")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from glue_sparse.common.model_card import TRAINER_SOURCE, write_run_cards
 from glue_sparse.common.run_environment import git_state, invoking_command, measured_stage, package_versions
 from glue_sparse.common.packaged import model_identity
+from glue_sparse.finetune.elapsed import ElapsedOnSave, seconds_before
 from glue_sparse.finetune.mask_search import (
     START_MASK_FILE,
     check_architecture,
@@ -270,16 +271,22 @@ def _run_record(config: FinetuneConfig, hp: dict[str, Any], ident: dict[str, Any
 
 def _train_and_measure(trainer: Any, task_dir: Path, state: str) -> dict[str, Any]:
     """Train (an unfinished run from its newest checkpoint) and return run.json's time and memory fields:
-    wall time with and without the evaluations this process ran, steps, peak and starting RSS, and the
+    training wall time over every process that trained the run (None if a resumed checkpoint did not record
+    its share) and this process's, with and without its evaluations, steps, peak and starting RSS, and the
     peak GPU memory allocated on a GPU."""
     last, start_step = _resume_point(task_dir, state)
+    clock = ElapsedOnSave(seconds_before(last))
+    trainer.add_callback(clock)
     with measured_stage(trainer.args.device) as measured:
         output = trainer.train(resume_from_checkpoint=last)
+    trainer.remove_callback(clock)
     steps_here = trainer.state.global_step - start_step
     evaluations = _epoch_metrics(trainer.state.log_history)
     eval_seconds = sum(e.get("runtime", 0.0) for e in evaluations if e.get("step", 0) > start_step)
     step_seconds = max(measured["train_seconds"] - eval_seconds, 0.0)
-    return {**measured, "train_runtime_reported": output.metrics.get("train_runtime"),
+    here = measured["train_seconds"]
+    return {**measured, "train_seconds": None if clock.before is None else clock.before + here,
+            "train_seconds_this_process": here, "train_runtime_reported": output.metrics.get("train_runtime"),
             "steps_this_process": steps_here, "eval_seconds_during_training": eval_seconds,
             "seconds_per_step": step_seconds / steps_here if steps_here else None,
             "resumed_from_step": start_step or None}
