@@ -74,6 +74,10 @@ def test_a_gated_run_from_a_full_run_starts_from_its_weights(tiny_base, full_run
         assert (task_dir / "config.json").is_file() and not (task_dir / "adapter_config.json").exists()
     # a run from the pre-trained model keeps the identity (and finished runs) it had
     assert "start_from" not in FinetuneConfig(method="gates", **COMMON).resolved()
+    # and trains the same parameters: gates, head and pooler (counted so although the start saves it whole)
+    plain = run_finetune(FinetuneConfig(method="gates", base_model=tiny_base, target_removal=0.3, **COMMON),
+                         tmp_path / "plain", data_dir=str(glue_fixture_dir), use_hub=False)
+    assert record["accounting"]["trainable_parameters"] == plain["accounting"]["trainable_parameters"]
 
 
 def test_a_gated_run_from_a_mask_starts_with_exactly_those_units_closed(tiny_base, full_run, glue_fixture_dir,

@@ -33,6 +33,7 @@ from glue_sparse.finetune.mask_search import (
 )
 from glue_sparse.finetune.models import build_trainer, resolve_base_model
 from glue_sparse.finetune.options import (
+    ADAPTER_METHODS,
     SOURCE_METHODS,
     FinetuneConfig,
     FinetuneConfigError,
@@ -347,9 +348,9 @@ def run_finetune(
     final = _final_metrics(trainer, epochs, config)
     model = trainer.model.eval()
     # gates+full and magnitude train every weight (magnitude under fixed masks), mask-search none: count what
-    # trained, not the adapter; they are saved as plain models with the closed rows and columns folded in
-    whole = saves_whole_model(config)
-    trained = 0 if searched else sum(p.numel() for p in model.parameters() if p.requires_grad) if whole else None
+    # trained; an adapter method counts its adapter, also where it is saved whole (a start from another run)
+    every_weight = saves_whole_model(config) and config.method not in ADAPTER_METHODS
+    trained = 0 if searched else sum(p.numel() for p in model.parameters() if p.requires_grad) if every_weight else None
     accounting = parameter_accounting(model, trainable_parameters=trained)
     gate_prints = gather_object([gate_fingerprint(model)]) if config.method != "full" else None
     if config.method == "full":
