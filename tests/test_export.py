@@ -51,7 +51,8 @@ def test_every_kept_checkpoint_and_pruned_model_has_a_card_with_the_runs_scores(
     assert "rte:accuracy" in _card_scores(run_dir / "rte")
 
 
-def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_path, glue_fixture_dir):
+def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_path, glue_fixture_dir,
+                                                                 tmp_path_factory):
     from transformers import AutoModelForSequenceClassification
 
     import sparse_models  # noqa: F401  (registers the pruned classes)
@@ -63,6 +64,8 @@ def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_pat
     files = {p.name for p in folder.iterdir()}
     assert {"config.json", "model.safetensors", "README.md", "modeling_sparse_pruned.py", "tokenizer.json"} <= files
     assert json.loads((folder / "config.json").read_text())["auto_map"]
+    # names no path of the machine that made it (the base model was loaded from a folder under this one)
+    assert str(tmp_path_factory.getbasetemp()) not in (folder / "config.json").read_text()
     record = json.loads((run_dir / "mrpc" / "run.json").read_text())
     assert _card_scores(folder) == {"mrpc:accuracy": record["final_metrics"]["accuracy"],
                                     "mrpc:f1": record["final_metrics"]["f1"]}

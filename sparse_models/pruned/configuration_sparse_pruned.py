@@ -41,7 +41,9 @@ class SparsePrunedConfig(PretrainedConfig):
     ) -> None:
         if head not in HEADS:
             raise ValueError(f"SparsePrunedConfig.head must be one of {HEADS}, got {head!r}")
-        self.base_config = dict(base_config or {})
+        # the architecture, not where the dense model was loaded from: a saved folder (an older one re-saved
+        # too) names no path of the machine that made it
+        self.base_config = {k: v for k, v in (base_config or {}).items() if k != "_name_or_path"}
         self.head = head
         self.pruned_modules = dict(pruned_modules or {})
         self.dense_parameters = int(dense_parameters)
