@@ -39,4 +39,5 @@ class ElapsedOnSave(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if self.before is not None and state.is_world_process_zero and folder.is_dir():
-            write_json_atomic(folder / ELAPSED_FILE, {"train_seconds": self.before + time.perf_counter() - self.started})
+            seconds = self.before + time.perf_counter() - self.started
+            write_json_atomic(folder / ELAPSED_FILE, {"train_seconds": seconds})
