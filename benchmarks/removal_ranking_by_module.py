@@ -1,9 +1,9 @@
 """Which kinds of gates a Taylor-ranked removal closes first (issue #61's STS-B collapse).
 
 Reads the importance sums and the closed set that a removal run saves beside each Trainer checkpoint
-(``removal_importance.safetensors``, ``removal_closed.safetensors``) and prints, per kind of gate (query,
-key, value, attention output, FFN in, FFN out; input columns and output rows apart), the gates' median
-importance over the median of all gates and the share of them already closed. Taylor sums are ranked as
+(``sparse_models.trainer.IMPORTANCE_FILE`` and ``CLOSED_FILE``) and prints, per kind of gate (query, key,
+value, attention output, FFN in, FFN out: ``EncoderLayout.matrices``; input columns and output rows apart),
+the gates' median importance over the median of all gates and the share of them already closed. Taylor sums are ranked as
 they are, across all matrices (magnitude scores are divided by their matrix's mean first), so a kind whose
 gradients are small at the start loses its gates first.
 
@@ -18,35 +18,51 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file
+if not os.environ.get("PYTHONPATH"):  # this checkout, unless the command chose another package to measure
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-KINDS = (("query", r"attention\.self\.query"), ("key", r"attention\.self\.key"), ("value", r"attention\.self\.value"),
-         ("attn out", r"attention\.output\.dense"), ("ffn in", r"intermediate\.dense"), ("ffn out", r"output\.dense"))
+import torch  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+
+from glue_sparse.finetune.run_dir import CHECKPOINTS  # noqa: E402
+from sparse_models.architectures import ENCODER_LAYOUTS, EncoderLayout  # noqa: E402
+from sparse_models.trainer import CLOSED_FILE, IMPORTANCE_FILE  # noqa: E402
+
+#: Short labels of ``EncoderLayout.matrices``, in its role order.
+ROLES = ("query", "key", "value", "attn out", "ffn in", "ffn out")
 
 
-def kind_of(key: str) -> str:
-    """The gate's kind and side: ``"query col"`` for the input-column gates of a query projection."""
-    side = "col" if key.endswith(".col") else "row"
-    for kind, pattern in KINDS:
-        if re.search(pattern, key):
-            return f"{kind} {side}"
-    return f"other {side}"
+def layout_of(keys: list[str]) -> EncoderLayout | None:
+    """The encoder layout whose six matrices all carry gates in this checkpoint (None: not a known encoder)."""
+    modules = {key.rsplit(".", 1)[0] for key in keys}
+    for layout in ENCODER_LAYOUTS.values():
+        if all(any(m.endswith("." + suffix) for m in modules) for suffix in layout.matrices):
+            return layout
+    return None
+
+
+def kind_of(key: str, layout: EncoderLayout | None) -> str:
+    """The gate's kind and side: ``"query col"`` for the input-column gates of a query projection. The longest
+    matching suffix wins, so ``attention.output.dense`` is the attention output, not the FFN's ``output.dense``."""
+    module, side = key.rsplit(".", 1)
+    matches = [(len(suffix), role) for role, suffix in zip(ROLES, layout.matrices if layout else ())
+               if module.endswith("." + suffix)]
+    return f"{max(matches)[1] if matches else 'other'} {side}"
 
 
 def summarise(checkpoint: Path) -> list[tuple[str, float, float, int]]:
     """Per kind: median importance / global median, share closed, gate count."""
-    scores = load_file(str(checkpoint / "removal_importance.safetensors"))
-    closed = load_file(str(checkpoint / "removal_closed.safetensors"))
+    scores = load_file(str(checkpoint / IMPORTANCE_FILE))
+    closed = load_file(str(checkpoint / CLOSED_FILE))
+    layout = layout_of(list(scores))
     overall = torch.cat([v.float().flatten() for v in scores.values()]).median()
     groups: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
     for key, value in scores.items():
-        groups.setdefault(kind_of(key), []).append((value.float().flatten(), closed[key].bool().flatten()))
+        groups.setdefault(kind_of(key, layout), []).append((value.float().flatten(), closed[key].bool().flatten()))
     rows = []
     for kind in sorted(groups):
         values = torch.cat([v for v, _ in groups[kind]])
@@ -77,7 +93,7 @@ def first_closing_checkpoint(config: Any, out: Path, data_dir: str | None) -> Pa
 
     stop = StopAtFirstClosing()
     run_finetune(config, out, data_dir=data_dir, use_hub=False, overwrite=True, callbacks=[stop])
-    return out / config.task / "checkpoints" / f"checkpoint-{stop.step}"
+    return out / config.task / CHECKPOINTS / f"checkpoint-{stop.step}"
 
 
 def tiny_config(out: Path) -> Any:
@@ -107,8 +123,6 @@ def main() -> None:
     args = parser.parse_args()
     checkpoints = list(args.checkpoints)
     if args.output:
-        if not os.environ.get("PYTHONPATH"):  # this checkout, unless the command chose another package
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from glue_sparse.finetune.options import FinetuneConfig
 
         if args.tiny:

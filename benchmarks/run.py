@@ -41,7 +41,8 @@ SUITE: dict[str, Benchmark] = {
                                ("--out", "{out}/drift", "--gate-lrs", "1", "--scores", "logit", "--epochs", "1")),
     "removal-ranking": Benchmark(
         "removal_ranking_by_module.py", "which kinds of gates (query, key, value, FFN...) a Taylor-ranked removal "
-        "closes first, from a run's kept checkpoints: importance per kind and share closed", ("--tiny", "--output", "{out}/ranking")),
+        "closes first, trained up to its first closing (or from kept checkpoints): importance per kind and share "
+        "closed", ("--tiny", "--output", "{out}/ranking")),
     "thread-determinism": Benchmark(
         "thread_determinism.py", "MiniLM fine-tuning steps at 1 vs 2 intra-op threads: gradients, weights and "
         "validation logits that differ (why a re-trained teacher need not match its full row)",
