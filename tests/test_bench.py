@@ -365,6 +365,16 @@ def test_report_cli_prints_the_table(finished, tmp_path, capsys):
     assert main(["report", "--results", str(store), "--results", str(store), "--output", str(tmp_path / "twice")]) == 2
     assert "is also in" in capsys.readouterr().err
 
+    # a part of the rows: one seed of a store that holds two, one arm; a value naming no row is refused
+    assert main(["report", "--results", str(store), "--output", str(tmp_path / "seed1"), "--only-seeds", "1",
+                 "--only-arms", "full"]) == 0
+    printed = capsys.readouterr().out
+    assert "| full | limited | 1 |" in printed and "gates-0.4" not in printed
+    assert main(["report", "--results", str(store), "--output", str(tmp_path / "seed4"), "--only-seeds", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "--only-seeds [4] names no row of --results; the seeds there are [1, 2]" in err and err.count("\n") == 1
+    assert not (tmp_path / "seed4").exists()
+
 
 def test_grid_on_a_local_ray_gives_the_in_process_rows(finished, tiny_base, glue_fixture_dir, tmp_path, monkeypatch):
     """A 2 x 2 grid (tasks x methods, seed 1) as Ray tasks on a local Ray: same keys and metrics as the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from glue_sparse.common.option_fields import option, required
 from glue_sparse.common.targets import BenchTargets
@@ -34,6 +34,27 @@ def arm_folder(label: str) -> str:
 
 class BenchConfigError(UserInputError):
     """A bench configuration that cannot run; names the field."""
+
+
+def in_part(part: Any, cell: Mapping[str, Any]) -> bool:
+    """Whether a grid cell, or a row of one (same keys), is in the part that ``part``'s ``only_*`` lists name
+    (everything where they are empty): one rule for the part a bench runs and the part a report shows."""
+    return all(not getattr(part, name) or cell[key] in getattr(part, name) for name, key in PART_FILTERS)
+
+
+def check_part(part: Any, cells: Sequence[Mapping[str, Any]], what: str, source: str, flags: bool = False) -> None:
+    """Name ``part.only_arms`` by label (an arm may be given by its folder name, blanks as dashes), and refuse
+    in one line an ``only_*`` value that names none of ``cells`` (a typo would otherwise select nothing);
+    ``flags``: call the lists by their flags (``--only-seeds``), not their config fields."""
+    if part.only_arms:
+        by_folder = {arm_folder(cell["label"]): cell["label"] for cell in cells}
+        part.only_arms = [by_folder.get(arm_folder(arm), arm) for arm in part.only_arms]
+    for name, key in PART_FILTERS:
+        outside = sorted(set(getattr(part, name) or ()) - {cell[key] for cell in cells}, key=str)
+        if outside:
+            shown = "--" + name.replace("_", "-") if flags else name
+            raise BenchConfigError(f"{source}: {shown} {outside} names no {what}; the {key}s there are "
+                                   f"{sorted({cell[key] for cell in cells}, key=str)}")
 
 
 @dataclass
@@ -132,19 +153,12 @@ class BenchConfig:
             grid = list(self.runs(whole=True))
         except ValueError as exc:
             raise BenchConfigError(f"{source}: {exc}") from None
-        if self.only_arms:  # an arm named by its label or by its folder name
-            by_folder = {arm_folder(m.label): m.label for m in self.methods}
-            self.only_arms = [by_folder.get(arm_folder(arm), arm) for arm in self.only_arms]
-        for name, key in PART_FILTERS:
-            outside = sorted(set(getattr(self, name) or ()) - {run[key] for run in grid}, key=str)
-            if outside:
-                raise BenchConfigError(f"{source}: {name} {outside} names no cell of this grid; its {key}s are "
-                                       f"{sorted({run[key] for run in grid}, key=str)}")
+        check_part(self, grid, "cell of this grid", source)
 
     def in_part(self, cell: Mapping[str, Any]) -> bool:
         """Whether a cell (or a row of it: same keys) belongs to the part to run (the ``only_*`` lists;
         everything without)."""
-        return all(not getattr(self, name) or cell[key] in getattr(self, name) for name, key in PART_FILTERS)
+        return in_part(self, cell)
 
     def covers(self, spec: MethodSpec, task: str, regime: str, seed: int) -> bool:
         """Whether the arm ``spec`` has a cell for this task, regime and seed (its own lists, else the bench's)."""
@@ -241,3 +255,9 @@ class ReportOptions:
     convention: str = option("default", "GLUE-average convention: default, leaderboard or bert_paper")
     title: str = option("glue-sparse benchmark", "the report's heading")
     config: str | None = option(None, "the bench config whose targets to judge by (default: targets.json's)")
+    only_tasks: list[str] | None = option(None, "report only this part of the rows: comma-separated tasks")
+    only_seeds: list[int] | None = option(None, "report only this part of the rows: comma-separated seeds (e.g. "
+                                                "one seed of a store that holds three)")
+    only_regimes: list[str] | None = option(None, "report only this part of the rows: comma-separated regimes")
+    only_arms: list[str] | None = option(None, "report only this part of the rows: comma-separated method labels "
+                                               "(a label's blanks may be dashes)")
