@@ -234,12 +234,12 @@ def test_bench_flags_override_the_config_file(tmp_path):
     whole = parts()
     assert len(whole) == 6 and parts("--only-tasks", "rte") == [c for c in whole if c[1] == "rte"]
     assert parts("--only-tasks", "stsb", "--only-seeds", "2") == [("full", "stsb", 2)]
-    with pytest.raises(BenchConfigError, match=r"only_tasks \['cola'\] names no cell of this grid"):
+    with pytest.raises(BenchConfigError, match=r"--only-tasks \['cola'\] names no cell of this grid"):
         parts("--only-tasks", "cola")
     # --only-arms picks method labels (a label with a space included)
     assert parts("--only-arms", "f1") == [("f1", "rte", 1), ("f1", "stsb", 1)]
     assert parts("--only-arms", "full,f1", "--only-tasks", "rte") == [c for c in whole if c[1] == "rte"]
-    with pytest.raises(BenchConfigError, match=r"only_arms \['gates r0.3'\] names no cell of this grid"):
+    with pytest.raises(BenchConfigError, match=r"--only-arms \['gates r0.3'\] names no cell of this grid"):
         parts("--only-arms", "gates r0.3")
     # a label with blanks is named by the label or by its folder name (blanks as dashes)
     config.write_text("tasks: [rte]\nseeds: [1]\nmethods: [full, {method: full, label: 'f r1'}]\n")
@@ -251,8 +251,12 @@ def test_bench_flags_override_the_config_file(tmp_path):
         ["bench", "--config", str(config), *flags, "--output", str(tmp_path / "out")])).runs())
     assert regimes() == ["full", "limited"] and regimes("--only-arms", "full") == ["full", "limited"]
     assert regimes("--only-regimes", "limited") == ["limited"] and regimes("--only-regimes", "full") == ["full"]
-    with pytest.raises(BenchConfigError, match=r"only_regimes \['fulll'\] names no cell of this grid"):
+    with pytest.raises(BenchConfigError, match=r"--only-regimes \['fulll'\] names no cell of this grid"):
         regimes("--only-regimes", "fulll")
+    # the same list written in the config file is named by its field, as the file spells it
+    config.write_text("tasks: [rte]\nseeds: [1]\nonly_tasks: [cola]\nmethods: [full]\n")
+    with pytest.raises(BenchConfigError, match=r": only_tasks \['cola'\] names no cell of this grid"):
+        regimes()
 
 
 def test_magnitude_cells_wait_for_the_full_run_they_prune():

@@ -17,6 +17,7 @@ def _bench_config(args: argparse.Namespace) -> BenchConfig:
     """The bench config: the file's fields, each given flag over it."""
     flags = options_from(args, BenchCommandOptions)
     raw: dict = {}
+    given: list[str] = []  # fields given as flags: their errors name the flag
     if flags.config:
         raw = BenchConfig.load(flags.config).to_dict()
         raw["methods"] = [{"method": m["method"], "label": m["label"], **m["options"],
@@ -25,6 +26,7 @@ def _bench_config(args: argparse.Namespace) -> BenchConfig:
                  "eval_limit", "latency_docs", "data_dir", "cpus_per_cell", "gpus_per_cell"):
         if getattr(flags, name):
             raw[name] = getattr(flags, name)
+            given.append(name)
     if flags.model is not None:
         raw["base_model"] = flags.model
     if flags.hub is not None:
@@ -34,7 +36,7 @@ def _bench_config(args: argparse.Namespace) -> BenchConfig:
         if getattr(flags, name) is not None:
             finetune[name] = getattr(flags, name)
     raw["finetune"] = finetune
-    return BenchConfig.from_dict(raw, flags.config or "command line")
+    return BenchConfig.from_dict(raw, flags.config or "command line", given)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, Sequence
 
 from glue_sparse.common.option_fields import option, required
 from glue_sparse.common.targets import BenchTargets
@@ -42,17 +42,19 @@ def in_part(part: Any, cell: Mapping[str, Any]) -> bool:
     return all(not getattr(part, name) or cell[key] in getattr(part, name) for name, key in PART_FILTERS)
 
 
-def check_part(part: Any, cells: Sequence[Mapping[str, Any]], what: str, source: str, flags: bool = False) -> None:
+def check_part(part: Any, cells: Sequence[Mapping[str, Any]], what: str, source: str,
+               flags: Collection[str] = ()) -> None:
     """Name ``part.only_arms`` by label (an arm may be given by its folder name, blanks as dashes), and refuse
     in one line an ``only_*`` value that names none of ``cells`` (a typo would otherwise select nothing);
-    ``flags``: call the lists by their flags (``--only-seeds``), not their config fields."""
+    ``flags``: the lists the user gave as flags, called by their flag (``--only-seeds``), not their config
+    field, so the error names what the user typed."""
     if part.only_arms:
         by_folder = {arm_folder(cell["label"]): cell["label"] for cell in cells}
         part.only_arms = [by_folder.get(arm_folder(arm), arm) for arm in part.only_arms]
     for name, key in PART_FILTERS:
         outside = sorted(set(getattr(part, name) or ()) - {cell[key] for cell in cells}, key=str)
         if outside:
-            shown = "--" + name.replace("_", "-") if flags else name
+            shown = "--" + name.replace("_", "-") if name in flags else name
             raise BenchConfigError(f"{source}: {shown} {outside} names no {what}; the {key}s there are "
                                    f"{sorted({cell[key] for cell in cells}, key=str)}")
 
@@ -99,7 +101,9 @@ class BenchConfig:
     targets: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], source: str = "bench config") -> "BenchConfig":
+    def from_dict(cls, raw: dict[str, Any], source: str = "bench config",
+                  flags: Collection[str] = ()) -> "BenchConfig":
+        """``flags``: the fields of ``raw`` the user gave as command-line flags (errors then name the flag)."""
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -118,7 +122,7 @@ class BenchConfig:
                 raise BenchConfigError(f"{source}: methods[{i}] must be a method name or "
                                        f"{{'method': ..., 'label': ..., options}}, got {m!r}")
         config = cls(**{**raw, "methods": methods})
-        config.validate(source)
+        config.validate(source, flags)
         return config
 
     @classmethod
@@ -141,7 +145,7 @@ class BenchConfig:
         """The targets the report judges this grid by."""
         return BenchTargets.load(self.targets, f"{source}: targets")
 
-    def validate(self, source: str = "bench config") -> None:
+    def validate(self, source: str = "bench config", flags: Collection[str] = ()) -> None:
         self.goals(source)
         if self.latency_timing not in LATENCY_TIMINGS:
             raise BenchConfigError(f"{source}: latency_timing must be one of {LATENCY_TIMINGS}, got "
@@ -153,7 +157,7 @@ class BenchConfig:
             grid = list(self.runs(whole=True))
         except ValueError as exc:
             raise BenchConfigError(f"{source}: {exc}") from None
-        check_part(self, grid, "cell of this grid", source)
+        check_part(self, grid, "cell of this grid", source, flags)
 
     def in_part(self, cell: Mapping[str, Any]) -> bool:
         """Whether a cell (or a row of it: same keys) belongs to the part to run (the ``only_*`` lists;

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from glue_sparse.bench.options import BenchConfig, BenchConfigError, ReportOptions, check_part, in_part
+from glue_sparse.bench.options import (PART_FILTERS, BenchConfig, BenchConfigError, ReportOptions, check_part,
+                                       in_part)
 from glue_sparse.bench.store import read_stores
 from glue_sparse.cli.flags import options_from
 from glue_sparse.common.targets import DEFAULT_BENCH_TARGETS
@@ -21,7 +22,8 @@ def run(args: argparse.Namespace) -> int:
     options = options_from(args, ReportOptions)
     try:
         rows = read_stores(options.results)
-        check_part(options, rows, "row of --results", "glue-sparse report", flags=True)
+        check_part(options, rows, "row of --results", "glue-sparse report",
+                   flags=[name for name, _ in PART_FILTERS])
         rows = [row for row in rows if in_part(options, row)]
         goals = BenchConfig.load(options.config).goals(options.config) if options.config else DEFAULT_BENCH_TARGETS
         paths = write_report(rows, options.output, options.convention, title=options.title, goals=goals)
