@@ -536,8 +536,10 @@ def test_issue_51_targets_pick_the_best_gated_arm_on_shared_seeds(finished):
 
 
 def test_best_gated_arm_is_ranked_on_the_tasks_every_candidate_shares(finished):
-    """A variant run on one task is ranked on that task with the others, not against their mean over more
-    tasks (the issue-51 parts ran task by task)."""
+    """Candidates are ranked on the tasks they all ran, never one's mean over more tasks against another's over
+    fewer (the issue-51 parts ran task by task); a variant that ran fewer tasks than the others (a one-task
+    probe) is no candidate, or its one task alone would pick the level's best arm (issue #61's 50% level:
+    an SST-2-only probe picked an arm that ranks last on five tasks)."""
     _, store, _ = finished
     rows = read_store(store)
 
@@ -549,6 +551,10 @@ def test_best_gated_arm_is_ranked_on_the_tasks_every_candidate_shares(finished):
 
     grid = [r for r in rows if r["label"] == "full"] + arm("gates-0.4", "gates", {"rte": 0.0, "stsb": 0.0})
     grid += arm("gates+full-0.4", "gates+full", {"rte": 0.5})  # RTE only: the best arm on RTE
-    grid += arm("gates-0.4 distill", "gates", {"rte": 0.1, "stsb": 1.0}, distill=True)  # best on its own two tasks
+    grid += arm("gates-0.4 distill", "gates", {"rte": 0.1, "stsb": 1.0}, distill=True)  # best on rte+stsb
+    best = [line for line in targets(summarise(grid)) if "best gated arm" in line]
+    assert best and all("gates-0.4 distill − " in line for line in best), best  # not the RTE-only probe
+    # where every candidate ran RTE alone, they are ranked on RTE
+    grid = [r for r in grid if r["task"] == "rte" or r["label"] == "full"]
     best = [line for line in targets(summarise(grid)) if "best gated arm" in line]
     assert best and all("gates+full-0.4 − " in line for line in best), best

@@ -183,8 +183,9 @@ def level_verdicts(summaries: Sequence[dict[str, Any]]) -> list[str]:
             name, second = rest[0]
             margin = 100 * (top["glue_average"].mean - second["glue_average"].mean)
             spread = 100 * max(top["glue_average"].std, second["glue_average"].std)
-            seeds = min(len(top["seeds"]), len(second["seeds"]))
-            judged = ("one seed each, so no spread to judge it by" if seeds < 2 else
+            single = [n for n, s in ((best, top), (name, second)) if len(s["seeds"]) < 2]
+            judged = ("one seed each, so no spread to judge it by" if len(single) == 2 else
+                      f"{single[0]} has one seed, so no spread to judge it by" if single else
                       f"inside the seeds' spread (std up to {spread:.2f})" if margin <= spread else
                       f"outside the seeds' spread (std up to {spread:.2f})")
             text += f"; ahead of **{name}** {_score(second)}, {_minutes(second)}, by {margin:.2f}: {judged}"

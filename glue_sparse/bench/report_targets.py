@@ -101,10 +101,20 @@ def _lead(arm: dict[str, Any], other: dict[str, Any] | None) -> tuple[float, Pai
     return None if pair is None else ((pair.average - pair.other_average) * 100, pair)
 
 
+def _tasks_with(arm: dict[str, Any], full: dict[str, Any]) -> set[str]:
+    """The tasks of ``full`` that ``arm`` ran on any seed."""
+    ran = set().union(*(set(by_task) for by_task in arm["cells"].values()))
+    return ran & set().union(*(set(by_task) for by_task in full["cells"].values()))
+
+
 def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | None:
-    """The arm leading ``full`` most, each judged on the cells (seeds, and tasks on those seeds) every one of
-    them and full share, so a one-seed, two-task variant is not ranked against a three-seed, five-task mean;
-    on each arm's own shared cells where they share none."""
+    """The arm leading ``full`` most among those that ran the most of full's tasks, each judged on the cells
+    (seeds, and tasks on those seeds) every one of them and full share, so a one-seed, two-task variant is not
+    ranked against a three-seed, five-task mean; on each arm's own shared cells where they share none. An arm
+    that ran fewer tasks (a one-task probe beside five-task arms) is no candidate: ranking on the one task all
+    share would let that task alone pick the level's best arm."""
+    widest = max((len(_tasks_with(arm, full)) for arm in arms), default=0)
+    arms = [arm for arm in arms if len(_tasks_with(arm, full)) == widest]
     sides = [full, *arms]
     seeds = set.intersection(*(set(side["cells"]) for side in sides)) if arms else set()
     tasks = set.intersection(*(set(side["cells"][s]) for side in sides for s in seeds)) if seeds else set()
