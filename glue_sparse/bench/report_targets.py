@@ -113,8 +113,9 @@ def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | 
     ranked against a three-seed, five-task mean; on each arm's own shared cells where they share none. An arm
     that ran fewer tasks (a one-task probe beside five-task arms) is no candidate: ranking on the one task all
     share would let that task alone pick the level's best arm."""
-    widest = max((len(_tasks_with(arm, full)) for arm in arms), default=0)
-    arms = [arm for arm in arms if len(_tasks_with(arm, full)) == widest]
+    coverage = [len(_tasks_with(arm, full)) for arm in arms]
+    widest = max(coverage, default=0)
+    arms = [arm for arm, n in zip(arms, coverage) if n == widest]
     sides = [full, *arms]
     seeds = set.intersection(*(set(side["cells"]) for side in sides)) if arms else set()
     tasks = set.intersection(*(set(side["cells"][s]) for side in sides for s in seeds)) if seeds else set()
