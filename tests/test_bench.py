@@ -158,11 +158,13 @@ def test_report_is_recomputed_from_the_store(finished, tmp_path):
     assert any(line.startswith("- [limited, gates-seed1, seeds 1, averages over rte+stsb only]")
                and f"gates − full = {lead_seed1:+.2f} points" in line for line in targets([full, *one_seed]))
     # parts of a grid reported together: two arms are compared only on the cells both have. Without full's
-    # stsb on seed 2, full's own average covers rte alone while gates' covers rte+stsb; the comparison (and
-    # the memory one) is made on seeds 1,2 over rte, the tasks both arms have on every shared seed.
+    # stsb on seed 2, full's own average is seed 1's over rte+stsb (seed 2, still running, is named beside it);
+    # the comparison (and the memory one) is made on seeds 1,2 over rte, the tasks both arms have on every
+    # shared seed.
     gapped = summarise([r for r in rows if not (r["label"] == "full" and r["seed"] == 2 and r["task"] == "stsb")])
     by_label = {s["label"]: s for s in gapped}
-    assert by_label["full"]["average_tasks"] == ["rte"] and by_label["gates-0.4"]["average_tasks"] == ["rte", "stsb"]
+    assert by_label["full"]["average_tasks"] == by_label["gates-0.4"]["average_tasks"] == ["rte", "stsb"]
+    assert by_label["full"]["seeds"] == [1] and by_label["full"]["seeds_on_fewer_tasks"] == [2]
     rte_rows = summarise([r for r in rows if r["task"] == "rte"])
     rte_lead = (rte_rows[1]["glue_average"].mean - rte_rows[0]["glue_average"].mean) * 100
     assert [r["label"] for r in rte_rows] == ["full", "gates-0.4"]

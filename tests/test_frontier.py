@@ -85,3 +85,20 @@ def test_each_level_names_its_best_method_its_margin_and_whether_the_spread_cove
     paths = write_report(rows, tmp_path)
     text = Path(paths["markdown"]).read_text()
     assert "## Frontier" in text and verdicts[0] in text and paths["frontier_plot"].stat().st_size > 10_000
+
+
+def test_a_seed_still_running_neither_narrows_nor_skews_an_arms_average(tmp_path):
+    """Issue #51's full arm (three seeds on five tasks) with seed 2's STS-B row not yet in: the average stays a
+    five-task one over seeds 1 and 3, seed 2 is named as left out, and the arm keeps its place on the frontier."""
+    rows = read_stores(sorted(p for p in CONVERGED.glob("*/results.jsonl") if not p.parent.name.startswith("levels-")))
+    full = [r for r in rows if r["label"] == "full" and r["regime"] == "limited"]
+    assert {r["seed"] for r in full} == {1, 2, 3} and len({r["task"] for r in full}) == 5
+    running = [r for r in rows if not (r["label"] == "full" and r["seed"] == 2 and r["task"] == "stsb")]
+    summary = next(s for s in summarise(running) if s["label"] == "full" and s["regime"] == "limited")
+    assert summary["average_tasks"] == ["cola", "mrpc", "rte", "sst2", "stsb"]
+    assert summary["seeds"] == [1, 3] and summary["seeds_on_fewer_tasks"] == [2]
+    done = summarise([r for r in full if r["seed"] != 2])[0]
+    assert summary["glue_average"].values == done["glue_average"].values
+    assert frontier_lines(summarise(running))[2]["label"] == "full"
+    table = Path(write_report(running, tmp_path)["markdown"]).read_text()
+    assert "| full | limited | 1,3 (+2 on fewer tasks) |" in table

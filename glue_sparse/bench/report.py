@@ -63,6 +63,16 @@ def _primary_key(task: str, convention: str) -> str:
     return keys[0]
 
 
+def _averaged_seeds(seed_tasks: dict[int, set[str]]) -> tuple[list[int], set[str]]:
+    """(the seeds a GLUE average is taken over, the tasks it averages): the seeds that ran the most tasks, on the
+    tasks all of them ran. A seed still running (seed 2 on three of five tasks) neither narrows the average to
+    its tasks, which would move the arm off a five-task frontier, nor skews a five-task mean; it joins when
+    it has run as many tasks."""
+    widest = max(len(tasks) for tasks in seed_tasks.values())
+    seeds = sorted(seed for seed, tasks in seed_tasks.items() if len(tasks) == widest)
+    return seeds, set.intersection(*(seed_tasks[seed] for seed in seeds))
+
+
 def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> list[dict[str, Any]]:
     """One summary per (method label, regime): per-task scores, GLUE averages, accounting, latency."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -71,14 +81,13 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
     tasks = sorted({r["task"] for r in rows})
     out = []
     for (label, regime), group in sorted(groups.items()):
-        # average each seed over the tasks every seed has, so an unfinished seed cannot skew the mean
         seed_tasks: dict[int, set[str]] = defaultdict(set)
         for r in group:
             seed_tasks[r["seed"]].add(r["task"])
-        common = set.intersection(*seed_tasks.values())
-        by_seed: dict[int, dict[str, float]] = {seed: {} for seed in sorted(seed_tasks)}
+        averaged, common = _averaged_seeds(seed_tasks)
+        by_seed: dict[int, dict[str, float]] = {seed: {} for seed in averaged}
         for r in group:
-            if r["task"] in common:
+            if r["seed"] in by_seed and r["task"] in common:
                 by_seed[r["seed"]].update(r["flat_metrics"])
         averages = {seed: scoring.glue_average(flat, convention) for seed, flat in by_seed.items()}
         cells: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -95,7 +104,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
         pruned_ms = [l["pruned_ms_per_batch"] for l in latencies if "pruned_ms_per_batch" in l]
         out.append({
             "label": label, "method": group[0]["method"], "regime": regime,
-            "seeds": sorted(by_seed), "tasks": per_task,
+            "seeds": averaged, "seeds_on_fewer_tasks": sorted(set(seed_tasks) - set(averaged)), "tasks": per_task,
             "chance_recorded": all(c is not None for c in chance.values()),
             "not_above_chance": sorted(t for t, c in chance.items() if c is not None and per_task[t].values
                                        and per_task[t].mean <= c),
@@ -162,6 +171,12 @@ def _latency_provenance_line(rows: Sequence[dict[str, Any]]) -> str | None:
     return f"Latency timed by code at {', '.join(parts)}{mixed}."
 
 
+def _seeds_text(summary: dict[str, Any]) -> str:
+    """The seeds the GLUE average is over, and those left out of it because they ran fewer tasks."""
+    fewer = summary.get("seeds_on_fewer_tasks")
+    return ",".join(map(str, summary["seeds"])) + (f" (+{','.join(map(str, fewer))} on fewer tasks)" if fewer else "")
+
+
 def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     tasks = sorted({t for s in summaries for t in s["tasks"]})
     header = ["method", "regime", "seeds", *tasks, "GLUE avg", "avg over", "trainable", "closed % gated",
@@ -170,7 +185,7 @@ def _table_rows(summaries: Sequence[dict[str, Any]]) -> tuple[list[str], list[li
     body = []
     for s in summaries:
         body.append([
-            s["label"], s["regime"], ",".join(map(str, s["seeds"])),
+            s["label"], s["regime"], _seeds_text(s),
             *[s["tasks"][t].text() + (NOT_ABOVE_CHANCE_MARK if t in s["not_above_chance"] else "") for t in tasks],
             s["glue_average"].text(), "+".join(s["average_tasks"]), f"{s['trainable']:,.0f}",
             s["removed_gated"].mean_text(100), s["removed_total"].mean_text(100),
