@@ -159,3 +159,33 @@ def test_a_bench_starts_its_gated_arms_from_the_full_arms_own_run(tiny_base, glu
     source = (tmp_path / rows["gm"]["run_dir"] / record["start"]["source"]).resolve()
     assert source == (tmp_path / rows["full"]["run_dir"]).resolve()  # the full arm's cell, trained once
     assert record["start"]["mask"]["removed_share"] > 0 and rows["gm"]["latency"]["removed_share_of_gated"] > 0
+
+
+@pytest.mark.parametrize("left", ["identity only", "mask written"])
+def test_a_from_mask_run_stopped_before_its_first_checkpoint_starts_again_with_its_mask(
+        left, tiny_base, full_run, glue_fixture_dir, tmp_path):
+    """A run stopped before its first checkpoint, inside its start's mask search (only its identity written)
+    or after it, resumes from the top: the searched units closed again and recorded (it once trained from
+    the full run with every gate open and then failed for want of start_mask.json)."""
+    config = FinetuneConfig(method="gates+full", base_model=tiny_base, target_removal=0.3, start_from="mask-search",
+                            from_run=str(full_run), save_steps=1000, **COMMON)
+    whole, whole_probe = _start(config, tmp_path / "whole", glue_fixture_dir)
+
+    class StopAtFirstStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = True
+
+    stopped = run_finetune(config, tmp_path / "cut", data_dir=str(glue_fixture_dir), use_hub=False,
+                           callbacks=[StopAtFirstStep()])
+    task_dir = tmp_path / "cut" / "rte"
+    assert stopped["status"] == "interrupted" and not list(task_dir.glob("checkpoints/checkpoint-*"))
+    if left == "identity only":
+        (task_dir / "start_mask.json").unlink()
+    probe = AtStart()
+    resumed = run_finetune(config, tmp_path / "cut", data_dir=str(glue_fixture_dir), use_hub=False, resume=True,
+                           callbacks=[probe])
+    assert resumed["status"] == "complete" and resumed["start"]["mask"] == whole["start"]["mask"]
+    assert all(torch.equal(probe.gates[k], whole_probe.gates[k]) for k in whole_probe.gates)
+    assert any(bool((g == 0).any()) for g in probe.gates.values())  # started with the mask's units closed
+    assert resumed["final_metrics"]["accuracy"] == whole["final_metrics"]["accuracy"]
+    assert resumed["final_metrics"]["loss"] == pytest.approx(whole["final_metrics"]["loss"], abs=1e-6)

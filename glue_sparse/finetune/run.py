@@ -270,12 +270,11 @@ def _run_record(config: FinetuneConfig, hp: dict[str, Any], ident: dict[str, Any
     }
 
 
-def _train_and_measure(trainer: Any, task_dir: Path, state: str) -> dict[str, Any]:
-    """Train (an unfinished run from its newest checkpoint) and return run.json's time and memory fields:
-    training wall time over every process that trained the run (None if a resumed checkpoint did not record
-    its share) and this process's, with and without its evaluations, steps, peak and starting RSS, and the
+def _train_and_measure(trainer: Any, last: str | None, start_step: int) -> dict[str, Any]:
+    """Train (an unfinished run from its newest checkpoint ``last``, at ``start_step``) and return run.json's
+    time and memory fields: training wall time over every process that trained the run (None if a resumed
+    checkpoint did not record its share) and this process's, with and without its evaluations, steps, peak and starting RSS, and the
     peak GPU memory allocated on a GPU."""
-    last, start_step = _resume_point(task_dir, state)
     clock = ElapsedOnSave(seconds_before(last))
     trainer.add_callback(clock)
     with measured_stage(trainer.args.device) as measured:
@@ -330,16 +329,18 @@ def run_finetune(
     processes.wait_for_everyone()
 
     trainer, tokenizer = build_trainer(config, hp, args, source, callbacks, train, validation)
+    # a run stopped before its first checkpoint (even inside its start's mask search) starts again from the top
+    last, start_step = _resume_point(task_dir, state)
     one_shot = searched = None
-    if config.method == "magnitude" and state == "fresh":
+    if config.method == "magnitude" and last is None:
         one_shot = {k.removeprefix("eval_"): v for k, v in trainer.evaluate().items() if k.startswith("eval_")}
-    if config.start_from == "mask-search" and state == "fresh":  # a resumed run's gates come from its checkpoint
+    if config.start_from == "mask-search" and last is None:  # a resumed run's gates come from its checkpoint
         write_json_atomic(task_dir / START_MASK_FILE, start_closed(trainer, config, hp))
 
     if config.method == "mask-search":  # no training: the search and mask tuning are the run
         measured, searched = search_and_measure(trainer, config, hp)
     else:
-        measured = _train_and_measure(trainer, task_dir, state)
+        measured = _train_and_measure(trainer, last, start_step)
     if trainer.state.global_step < trainer.state.max_steps:
         return {"status": "interrupted", "task": config.task, "global_step": trainer.state.global_step,
                 "max_steps": trainer.state.max_steps}
