@@ -11,6 +11,7 @@ import pytest
 from glue_sparse.bench.frontier import frontier_figure, frontier_lines, level_verdicts, line_name
 from glue_sparse.common.colours import method_colour
 from glue_sparse.bench.report import LATENCY_PLOT, SCORE_PLOT, _plot, summarise, write_report
+from glue_sparse.bench.report_targets import targets
 from glue_sparse.bench.store import read_stores
 
 CONVERGED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "minilm_converged"
@@ -102,3 +103,21 @@ def test_a_seed_still_running_neither_narrows_nor_skews_an_arms_average(tmp_path
     assert frontier_lines(summarise(running))[2]["label"] == "full"
     table = Path(write_report(running, tmp_path)["markdown"]).read_text()
     assert "| full | limited | 1,3 (+2 on fewer tasks) |" in table
+
+
+def test_a_seed_still_running_neither_narrows_nor_skews_a_target():
+    """The targets pick their cells by the arm summary's rule: with seed 2 of issue #51's `gates+full r0.3
+    distill` in on STS-B alone, its comparison with full stays on five tasks over seeds 1 and 3 (it read
+    "averages over stsb only" before, while the table and frontier averaged five tasks), and gives the number
+    the two finished seeds give."""
+    rows = read_stores(sorted(p for p in CONVERGED.glob("*/results.jsonl") if not p.parent.name.startswith("levels-")))
+    arm = "gates+full r0.3 distill"
+    running = [r for r in rows if not (r["label"] == arm and r["seed"] == 2 and r["task"] != "stsb")]
+    finished = [r for r in rows if not (r["label"] == arm and r["seed"] == 2)]
+
+    def line(rows_: list[dict]) -> str:
+        return next(t for t in targets(summarise(rows_)) if t.startswith(f"- [limited, {arm}, ")
+                    and "within 2.0 points of full" in t)
+
+    assert line(running).startswith(f"- [limited, {arm}, seeds 1,3] gates within")
+    assert line(running) == line(finished)

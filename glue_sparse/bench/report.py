@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from glue_sparse.bench.cells import averaged_seeds
 from glue_sparse.bench.frontier import FRONTIER_PLOT, TASKS_PLOT, level_verdicts, plot_frontier, plot_tasks
 from glue_sparse.common.colours import method_colour
 from glue_sparse.bench.report_targets import targets
@@ -63,16 +64,6 @@ def _primary_key(task: str, convention: str) -> str:
     return keys[0]
 
 
-def _averaged_seeds(seed_tasks: dict[int, set[str]]) -> tuple[list[int], set[str]]:
-    """(the seeds a GLUE average is taken over, the tasks it averages): the seeds that ran the most tasks, on the
-    tasks all of them ran. A seed still running (seed 2 on three of five tasks) neither narrows the average to
-    its tasks, which would move the arm off a five-task frontier, nor skews a five-task mean; it joins when
-    it has run as many tasks."""
-    widest = max(len(tasks) for tasks in seed_tasks.values())
-    seeds = sorted(seed for seed, tasks in seed_tasks.items() if len(tasks) == widest)
-    return seeds, set.intersection(*(seed_tasks[seed] for seed in seeds))
-
-
 def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> list[dict[str, Any]]:
     """One summary per (method label, regime): per-task scores, GLUE averages, accounting, latency."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -84,7 +75,7 @@ def summarise(rows: Sequence[dict[str, Any]], convention: str = "default") -> li
         seed_tasks: dict[int, set[str]] = defaultdict(set)
         for r in group:
             seed_tasks[r["seed"]].add(r["task"])
-        averaged, common = _averaged_seeds(seed_tasks)
+        averaged, common = averaged_seeds(seed_tasks)
         by_seed: dict[int, dict[str, float]] = {seed: {} for seed in averaged}
         for r in group:
             if r["seed"] in by_seed and r["task"] in common:

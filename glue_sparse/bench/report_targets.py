@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from glue_sparse.bench.cells import averaged_seeds
 from glue_sparse.common.targets import DEFAULT_BENCH_TARGETS, BenchTargets
 from glue_sparse.finetune.options import GATE_METHODS
 from glue_sparse_tasks import scoring
@@ -32,14 +33,21 @@ class Paired:
         return statistics.fmean(mb for _, mb in self.peak_rss_mb_by_task.values())
 
 
+def shared_cells(*sides: dict[str, Any]) -> tuple[list[int], list[str]]:
+    """The cells every side ran, chosen as an arm's own average chooses them (``averaged_seeds``): of the seeds
+    all sides have, those on which they share the most tasks, on the tasks shared on all of those. A seed
+    still running on fewer tasks is left out rather than narrowing every comparison to its tasks."""
+    seeds = set.intersection(*(set(side["cells"]) for side in sides))
+    shared = {seed: set.intersection(*(set(side["cells"][seed]) for side in sides)) for seed in seeds}
+    chosen, tasks = averaged_seeds(shared)
+    return chosen, sorted(tasks)
+
+
 def paired(arm: dict[str, Any], other: dict[str, Any]) -> Paired | None:
-    """Compare two summaries only where both ran: the seeds both have, and the tasks both have on every
-    one of those seeds. (Averaging each arm over its own cells would set, say, a one-seed two-task arm
-    against a three-seed one-task mean when a grid is reported in parts.)"""
-    seeds = sorted(set(arm["cells"]) & set(other["cells"]))
-    if not seeds:
-        return None
-    tasks = sorted(set.intersection(*(set(arm["cells"][s]) & set(other["cells"][s]) for s in seeds)))
+    """Compare two summaries only where both ran (``shared_cells``): the same seeds, and on each the same
+    tasks. (Averaging each arm over its own cells would set, say, a one-seed two-task arm against a
+    three-seed one-task mean when a grid is reported in parts.)"""
+    seeds, tasks = shared_cells(arm, other)
     if not tasks:
         return None
 
@@ -109,16 +117,14 @@ def _tasks_with(arm: dict[str, Any], full: dict[str, Any]) -> set[str]:
 
 def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | None:
     """The arm leading ``full`` most among those that ran the most of full's tasks, each judged on the cells
-    (seeds, and tasks on those seeds) every one of them and full share, so a one-seed, two-task variant is not
+    every one of them and full share (``shared_cells``), so a one-seed, two-task variant is not
     ranked against a three-seed, five-task mean; on each arm's own shared cells where they share none. An arm
     that ran fewer tasks (a one-task probe beside five-task arms) is no candidate: ranking on the one task all
     share would let that task alone pick the level's best arm."""
     coverage = [len(_tasks_with(arm, full)) for arm in arms]
     widest = max(coverage, default=0)
     arms = [arm for arm, n in zip(arms, coverage) if n == widest]
-    sides = [full, *arms]
-    seeds = set.intersection(*(set(side["cells"]) for side in sides)) if arms else set()
-    tasks = set.intersection(*(set(side["cells"][s]) for side in sides for s in seeds)) if seeds else set()
+    seeds, tasks = shared_cells(full, *arms) if arms else ([], [])
 
     def on_shared(arm: dict[str, Any]) -> dict[str, Any]:
         return {**arm, "cells": {s: {t: c for t, c in arm["cells"][s].items() if t in tasks} for s in seeds}} \
