@@ -124,7 +124,7 @@ def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | 
     coverage = [len(_tasks_with(arm, full)) for arm in arms]
     widest = max(coverage, default=0)
     arms = [arm for arm, n in zip(arms, coverage) if n == widest]
-    seeds, tasks = shared_cells(full, *arms) if arms else ([], [])
+    seeds, tasks = shared_cells(full, *arms)
 
     def on_shared(arm: dict[str, Any]) -> dict[str, Any]:
         return {**arm, "cells": {s: {t: c for t, c in arm["cells"][s].items() if t in tasks} for s in seeds}} \

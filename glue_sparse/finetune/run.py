@@ -273,8 +273,8 @@ def _run_record(config: FinetuneConfig, hp: dict[str, Any], ident: dict[str, Any
 def _train_and_measure(trainer: Any, last: str | None, start_step: int) -> dict[str, Any]:
     """Train (an unfinished run from its newest checkpoint ``last``, at ``start_step``) and return run.json's
     time and memory fields: training wall time over every process that trained the run (None if a resumed
-    checkpoint did not record its share) and this process's, with and without its evaluations, steps, peak and starting RSS, and the
-    peak GPU memory allocated on a GPU."""
+    checkpoint did not record its share) and this process's, with and without its evaluations, steps, peak
+    and starting RSS, and the peak GPU memory allocated on a GPU."""
     clock = ElapsedOnSave(seconds_before(last))
     trainer.add_callback(clock)
     with measured_stage(trainer.args.device) as measured:
