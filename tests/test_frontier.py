@@ -11,7 +11,7 @@ import pytest
 from glue_sparse.bench.frontier import frontier_figure, frontier_lines, level_verdicts, line_name
 from glue_sparse.common.colours import method_colour
 from glue_sparse.bench.report import LATENCY_PLOT, SCORE_PLOT, _plot, summarise, write_report
-from glue_sparse.bench.report_targets import targets
+from glue_sparse.bench.report_targets import paired, targets
 from glue_sparse.bench.store import read_stores
 
 CONVERGED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "minilm_converged"
@@ -86,6 +86,20 @@ def test_each_level_names_its_best_method_its_margin_and_whether_the_spread_cove
     paths = write_report(rows, tmp_path)
     text = Path(paths["markdown"]).read_text()
     assert "## Frontier" in text and verdicts[0] in text and paths["frontier_plot"].stat().st_size > 10_000
+
+
+def test_a_levels_distance_from_full_is_taken_on_the_seeds_both_ran():
+    """Issue #51's 30% leader (mask search, three seeds) cut to seed 1: its level line sets it against full's
+    seed 1, as the report's targets do (-0.53), not against full's three-seed mean (-0.39), and says so."""
+    rows = read_stores(sorted(p for p in CONVERGED.glob("*/results.jsonl") if not p.parent.name.startswith("levels-")))
+    assert "; -0.46 from full fine-tuning; ahead of" in level_verdicts(summarise(rows))[0]  # seeds 1-3 on both
+    one_seed = summarise([r for r in rows if r["label"] != "mask-search r0.3" or r["seed"] == 1])
+    top = next(s for s in one_seed if s["label"] == "mask-search r0.3")
+    full = next(s for s in one_seed if s["label"] == "full" and s["regime"] == "limited")
+    both = paired(top, full)
+    assert both.seeds == [1] and f"{100 * (both.average - both.other_average):+.2f}" == "-0.53"
+    assert "best **mask-search** 66.8 (1 seed)" in level_verdicts(one_seed)[0]
+    assert "; -0.53 from full fine-tuning (on seed 1, which both ran);" in level_verdicts(one_seed)[0]
 
 
 def test_a_seed_still_running_neither_narrows_nor_skews_an_arms_average(tmp_path):

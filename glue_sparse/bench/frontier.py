@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from glue_sparse.bench.report_targets import paired
 from glue_sparse.common.colours import method_colour
 from glue_sparse.common.figures import save_figure
 
@@ -177,8 +178,7 @@ def level_verdicts(summaries: Sequence[dict[str, Any]]) -> list[str]:
         (best, top), rest = ranked[0], ranked[1:]
         text = (f"- **{level:.0%} removed** ({len(ranked)} methods on {'+'.join(tasks)}): best **{best}** "
                 f"{_score(top)}, {_minutes(top)}")
-        if full is not None:
-            text += f"; {100 * (top['glue_average'].mean - full['glue_average'].mean):+.2f} from full fine-tuning"
+        text += _from_full(top, full, tasks)
         if rest:
             name, second = rest[0]
             margin = 100 * (top["glue_average"].mean - second["glue_average"].mean)
@@ -191,6 +191,21 @@ def level_verdicts(summaries: Sequence[dict[str, Any]]) -> list[str]:
             text += f"; ahead of **{name}** {_score(second)}, {_minutes(second)}, by {margin:.2f}: {judged}"
         out.append(text + ".")
     return out
+
+
+def _from_full(top: dict[str, Any], full: dict[str, Any] | None, tasks: list[str]) -> str:
+    """The best method's distance from full fine-tuning on the cells both ran (``paired``, as the report's
+    targets measure it), so a one-seed method is set against full's same seed, not its three-seed mean."""
+    both = paired(top, full) if full is not None else None
+    if both is None:
+        return ""
+    text = f"; {100 * (both.average - both.other_average):+.2f} from full fine-tuning"
+    if both.seeds != top["seeds"] or both.seeds != full["seeds"] or both.tasks != tasks:
+        seeds = ",".join(map(str, both.seeds))
+        where = f"seed{'s' if len(both.seeds) > 1 else ''} {seeds}" + ("" if both.tasks == tasks
+                                                                        else f", {'+'.join(both.tasks)}")
+        text += f" (on {where}, which both ran)"
+    return text
 
 
 def _score(s: dict[str, Any]) -> str:
