@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+import subprocess
 
 import pytest
 from transformers import TrainerCallback
@@ -344,6 +345,26 @@ def test_retiming_latency_times_the_part_again_and_trains_nothing(finished, tiny
         assert now["metrics"] == before["metrics"] and now["key"] == before["key"]
         assert now["latency"]["git"] == (git_state() if now["task"] == "rte" else older)
         assert now["latency"]["dense_ms_per_batch"] > 0
+
+
+def test_a_results_store_written_in_the_checkout_does_not_make_the_code_dirty(tmp_path):
+    """A benchmark part merges its rows into a committed store under benchmarks/results/; the next part's rows,
+    trained by the same code, read clean (they read dirty before). A changed source file still reads dirty."""
+    repo = tmp_path / "checkout"
+    (repo / "benchmarks" / "results" / "part").mkdir(parents=True)
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "code.py").write_text("x = 1\n")
+    store = repo / "benchmarks" / "results" / "part" / "results.jsonl"
+    store.write_text('{"key": "a"}\n')
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run(git + args, check=True)
+    assert git_state(repo / "pkg")["dirty"] is False
+    store.write_text('{"key": "a"}\n{"key": "b"}\n')
+    assert git_state(repo / "pkg")["dirty"] is False
+    (repo / "pkg" / "code.py").write_text("x = 2\n")
+    state = git_state(repo / "pkg")
+    assert state["dirty"] is True and len(state["commit"]) == 40
 
 
 def test_report_cli_prints_the_table(finished, tmp_path, capsys):

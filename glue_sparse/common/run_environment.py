@@ -24,16 +24,21 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+RESULTS_FOLDER = "benchmarks/results"  # committed outputs, written by the runs themselves
+
+
 def git_state(path: str | Path | None = None) -> dict[str, Any]:
-    """Commit and dirty flag of the checkout holding this package (None outside a git checkout)."""
+    """Commit and dirty flag of the checkout holding this package (None outside a git checkout). Dirty means
+    a tracked file differs from the commit outside ``benchmarks/results/``: a benchmark part merges its rows
+    into a results store there, which must not mark the next part's rows, run from the same code, as dirty."""
     folder = Path(path) if path else Path(__file__).resolve().parent
     try:
         commit = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10)
         if commit.returncode != 0:
             return {"commit": None, "dirty": None}
-        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no", "--",
+                                 ":/", f":(top,exclude){RESULTS_FOLDER}"], capture_output=True, text=True, timeout=10)
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
