@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 PACKAGES = ("glue-sparse", "torch", "transformers", "peft", "accelerate", "datasets", "lm_eval", "evaluate",
             "scikit-learn")
+RESULTS_FOLDER = "benchmarks/results"  # committed outputs, written by the runs themselves
 
 
 def package_versions() -> dict[str, str | None]:
@@ -22,9 +23,6 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
-
-
-RESULTS_FOLDER = "benchmarks/results"  # committed outputs, written by the runs themselves
 
 
 def git_state(path: str | Path | None = None) -> dict[str, Any]:
