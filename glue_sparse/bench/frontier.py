@@ -200,12 +200,12 @@ def _from_full(top: dict[str, Any], full: dict[str, Any] | None, tasks: list[str
     if both is None:
         return ""
     text = f"; {100 * (both.average - both.other_average):+.2f} from full fine-tuning"
-    if both.seeds != top["seeds"] or both.seeds != full["seeds"] or both.tasks != tasks:
-        seeds = ",".join(map(str, both.seeds))
-        where = f"seed{'s' if len(both.seeds) > 1 else ''} {seeds}" + ("" if both.tasks == tasks
-                                                                        else f", {'+'.join(both.tasks)}")
-        text += f" (on {where}, which both ran)"
-    return text
+    if both.seeds == top["seeds"] == full["seeds"] and both.tasks == tasks:
+        return text
+    where = f"seed{'s' if len(both.seeds) > 1 else ''} {','.join(map(str, both.seeds))}"
+    if both.tasks != tasks:
+        where += f", {'+'.join(both.tasks)}"
+    return text + f" (on {where}, which both ran)"
 
 
 def _score(s: dict[str, Any]) -> str:
