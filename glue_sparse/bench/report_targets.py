@@ -109,6 +109,12 @@ def _lead(arm: dict[str, Any], other: dict[str, Any] | None) -> tuple[float, Pai
     return None if pair is None else ((pair.average - pair.other_average) * 100, pair)
 
 
+def coverage_rank(summary: dict[str, Any], tasks: set[str] | list[str]) -> tuple[int, int]:
+    """(tasks, seeds) an arm's average covers: arms are ranked against each other only at the widest coverage,
+    so a one-seed arm's single draw is not set above a three-seed mean, nor a one-task probe above five."""
+    return len(tasks), len(summary["seeds"])
+
+
 def _tasks_with(arm: dict[str, Any], full: dict[str, Any]) -> set[str]:
     """The tasks of ``full`` that ``arm`` ran on any seed."""
     ran = set().union(*(set(by_task) for by_task in arm["cells"].values()))
@@ -116,13 +122,14 @@ def _tasks_with(arm: dict[str, Any], full: dict[str, Any]) -> set[str]:
 
 
 def _best(arms: list[dict[str, Any]], full: dict[str, Any]) -> dict[str, Any] | None:
-    """The arm leading ``full`` most among those that ran the most of full's tasks, each judged on the cells
-    every one of them and full share (``shared_cells``), so a one-seed, two-task variant is not
-    ranked against a three-seed, five-task mean; on each arm's own shared cells where they share none. An arm
-    that ran fewer tasks (a one-task probe beside five-task arms) is no candidate: ranking on the one task all
-    share would let that task alone pick the level's best arm."""
-    coverage = [len(_tasks_with(arm, full)) for arm in arms]
-    widest = max(coverage, default=0)
+    """The arm leading ``full`` most among those that ran the most of full's tasks and, of those, on the most
+    seeds, each judged on the cells every one of them and full share (``shared_cells``); on each arm's own
+    shared cells where they share none. An arm that ran fewer tasks (a one-task probe beside five-task arms) or
+    fewer seeds (a one-seed variant beside the level's three-seed top two) is no candidate: ranking on the
+    one task or seed all share would let that task or seed alone pick the level's best arm, and the report's
+    frontier (``frontier.level_verdicts``) ranks the same way (``coverage_rank``)."""
+    coverage = [coverage_rank(arm, _tasks_with(arm, full)) for arm in arms]
+    widest = max(coverage, default=(0, 0))
     arms = [arm for arm, n in zip(arms, coverage) if n == widest]
     seeds, tasks = shared_cells(full, *arms)
 
