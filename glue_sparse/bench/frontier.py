@@ -182,10 +182,9 @@ def level_verdicts(summaries: Sequence[dict[str, Any]]) -> list[str]:
         text = (f"- **{level:.0%} removed** ({len(ranked)} methods on {'+'.join(tasks)}): best **{best}** "
                 f"{_score(top)}, {_minutes(top)}")
         text += _from_full(top, full, tasks)
-        below = sorted(((n, s) for n, s in rest if s["glue_average"].mean <= top["glue_average"].mean),
-                       key=lambda a: -a[1]["glue_average"].mean)  # the closest below it, on any seeds
+        below = [(n, s) for n, s in rest if s["glue_average"].mean <= top["glue_average"].mean]
         if below:
-            name, second = below[0]
+            name, second = max(below, key=lambda a: a[1]["glue_average"].mean)  # the closest below, on any seeds
             margin = 100 * (top["glue_average"].mean - second["glue_average"].mean)
             spread = 100 * max(top["glue_average"].std, second["glue_average"].std)
             single = [n for n, s in ((best, top), (name, second)) if len(s["seeds"]) < 2]
