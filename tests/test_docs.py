@@ -42,10 +42,14 @@ def _headline(what: str) -> str:
     raise AssertionError(f"README.md has no headline row starting with {what!r}")
 
 
+def _converged_limited_rows() -> dict[str, dict[str, str]]:
+    """The committed whole converged report's limited-regime rows, by method."""
+    with open(REPO / "benchmarks/results/minilm_converged/report/report.csv", newline="") as f:
+        return {r["method"]: r for r in csv.DictReader(f) if r["regime"] == "limited"}
+
+
 def test_readme_glue_headline_is_the_converged_report():
-    results = REPO / "benchmarks/results"
-    with open(results / "minilm_converged/report/report.csv", newline="") as f:
-        rows = {r["method"]: r for r in csv.DictReader(f) if r["regime"] == "limited"}
+    rows = _converged_limited_rows()
     cell = _headline("MiniLM, limited regime")
     for name, method in [("full", "full"), ("gates", "gates r0.3"), ("gates+full", "gates+full r0.3"),
                          ("magnitude", "magnitude r0.3"), ("gates+full distilled", "gates+full r0.3 distill"),
@@ -57,8 +61,7 @@ def test_readme_glue_headline_is_the_converged_report():
 def test_readme_frontier_headline_is_the_converged_report():
     """Issue #61's answer in one row: per removal level the best sparse-gates arm on three seeds (checked to be
     the best in report.csv) against the best baseline, as the committed whole report reads them."""
-    with open(REPO / "benchmarks/results/minilm_converged/report/report.csv", newline="") as f:
-        rows = {r["method"]: r for r in csv.DictReader(f) if r["regime"] == "limited"}
+    rows = _converged_limited_rows()
     mean = lambda method: float(rows[method]["GLUE avg"].split(" ")[0])  # noqa: E731
     cell = _headline("MiniLM, the same average at 30 / 50 / 70%")
     for level, gated, baseline in FRONTIER_HEADLINE:
