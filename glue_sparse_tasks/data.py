@@ -170,6 +170,31 @@ def fingerprint(rows: Iterable[Row]) -> str:
     return h.hexdigest()
 
 
+def content_dataset(columns: dict[str, list], sha256: str | None = None, features=None, info=None):
+    """A ``datasets.Dataset`` named by the sha256 of its content (``sha256``, or computed here over the columns).
+
+    ``datasets`` otherwise names a new dataset by pickling it with dill, which pickles a module by value when
+    its file lies outside the interpreter's prefixes (dependencies linked in from another environment) and then
+    fails; our own content hash needs no pickling and is the one ``provenance()`` already reports.
+    """
+    import datasets
+    import pyarrow as pa
+
+    if sha256 is None:
+        digest = hashlib.sha256()
+        for name in sorted(columns):
+            digest.update(json.dumps([name, columns[name]], ensure_ascii=False).encode("utf-8"))
+        sha256 = digest.hexdigest()
+    if features is None:
+        table = pa.Table.from_pydict(columns)
+        features = datasets.Features.from_arrow_schema(table.schema)
+    else:
+        table = pa.Table.from_pydict(features.encode_batch(columns), schema=features.arrow_schema)
+    info = info if info is not None else datasets.DatasetInfo()
+    info.features = features
+    return datasets.Dataset(table, info=info, fingerprint=sha256)
+
+
 def _features(task: GlueTask, pooled: bool):
     import datasets
 
@@ -232,7 +257,8 @@ def load_glue_split(
     info = datasets.DatasetInfo(
         description=_PROVENANCE_TAG + json.dumps(prov.to_dict()), features=features
     )
-    return datasets.Dataset.from_list(rows, features=features, info=info)
+    columns = {name: [row[name] for row in rows] for name in features}
+    return content_dataset(columns, prov.sha256, features, info)
 
 
 def provenance(dataset) -> SplitProvenance:

@@ -1,10 +1,15 @@
 """A fresh virtual environment with the built glue-sparse wheel and none of the packaged-weights wheels.
 
 The environment is a real ``python -m venv`` with the wheel installed into it by pip. Its other
-dependencies (torch, transformers, lm-eval, ...) are the ones this interpreter already has, seen through
-a folder of links that leaves out the weight wheels (MiniLM, SmolLM2, MPNet parts), this checkout's
-editable install and every ``.pth`` start-up file: downloading a fresh torch and lm-eval for each test
-run would cost minutes and the network, and would test pip, not this package.
+dependencies (torch, transformers, lm-eval, ...) are the ones this interpreter already has, linked one by
+one into the environment's own site-packages, leaving out the weight wheels (MiniLM, SmolLM2, MPNet parts),
+this checkout's editable install and every ``.pth`` start-up file: downloading a fresh torch and lm-eval
+for each test run would cost minutes and the network, and would test pip, not this package.
+
+The links sit inside the environment's prefix, as installed packages do, whether this interpreter is a
+system Python, a virtual environment or a conda-style prefix. Linked from a folder outside it, a module's
+file lies under neither ``sys.prefix`` nor ``sys.base_prefix`` when this interpreter is itself a virtual
+environment, and dill (under ``datasets``' fingerprints) then pickles such a module by value and fails.
 """
 
 from __future__ import annotations
@@ -37,14 +42,11 @@ def make_env(root: Path, wheel: Path | None) -> Path:
     bin_dir = venv / "bin"
     site = Path(subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    view = root / "deps"
-    view.mkdir()
     for folder in dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]):
         for entry in Path(folder).iterdir():
-            if entry.name.lower().startswith(HIDDEN_PREFIXES) or entry.suffix == ".pth" or (view / entry.name).exists():
+            if entry.name.lower().startswith(HIDDEN_PREFIXES) or entry.suffix == ".pth" or (site / entry.name).exists():
                 continue
-            (view / entry.name).symlink_to(entry)
-    (site / "machine_dependencies.pth").write_text(f"{view}\n")
+            (site / entry.name).symlink_to(entry)
     if wheel is None:
         return bin_dir
     subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",

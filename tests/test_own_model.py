@@ -62,6 +62,28 @@ def test_the_environment_has_no_weight_wheels_and_runs_the_installed_wheel(env):
     assert lines[1] == "[]"
 
 
+def test_the_environment_holds_its_dependencies_inside_its_prefix_as_pip_would(env):
+    """Issue 83: dill (under ``datasets``' fingerprints) pickles a module by value, and fails, when its file lies
+    under neither ``sys.prefix`` nor ``sys.base_prefix``; linked from a folder outside the environment, that was
+    so whenever the tests ran from a virtual environment. ``datasets`` naming a dataset of its own is the call
+    that failed there."""
+    probe = ("import sys, datasets, pyarrow, torch; "
+             "print(all(m.__file__.startswith(sys.prefix) for m in (datasets, pyarrow, torch))); "
+             "print(datasets.Dataset.from_dict({'a': [1, 2]}).num_rows)")
+    result = subprocess.run([str(env["bin"] / "python"), "-c", probe], cwd=env["root"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "2"]
+
+
+@pytest.mark.skipif(os.environ.get("CI") != "true", reason="CI's own promise: its suite runs in a virtual environment")
+def test_ci_runs_the_suite_in_a_virtual_environment():
+    """Issue 83: CI runs the README's test command in a fresh virtual environment (``.ci/run``), so the no-weights
+    environment's tests above, and every other, run from a virtual environment as most users' do."""
+    import sys
+
+    assert sys.prefix != sys.base_prefix, f"the suite ran from {sys.prefix}, no virtual environment"
+
+
 @pytest.mark.parametrize("args, wheel", [
     (["finetune", "--tasks", "rte", "--output", "OUT"], MINILM_WHEEL),
     (["bench", "--tasks", "rte", "--methods", "full", "--output", "OUT"], MINILM_WHEEL),

@@ -18,6 +18,7 @@ from glue_sparse.perplexity.protocols import score_protocols
 from glue_sparse.posttrain.options import REFERENCE_GATE_LR, PosttrainOptions
 from glue_sparse_tasks.method_defaults import REFERENCE_LAMBDA, REFERENCE_SIGMA
 from glue_sparse_tasks.atomic import check_writable, write_json_atomic, write_text_atomic
+from glue_sparse_tasks.data import content_dataset
 from sparse_models.accounting import parameter_accounting
 from sparse_models.runtime.devices import resolve_device, trainer_arguments
 from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
@@ -48,7 +49,6 @@ def posttrain_gates(
     ``target_removal`` (instead of ``target_sparsity``) removes that share of gated weights exactly, on
     the removal schedule; ``learning_rate`` None then means the removal recipe's, sized to the removal steps.
     """
-    import datasets
     import peft
     from transformers import DataCollatorForLanguageModeling, TrainingArguments, set_seed
 
@@ -76,7 +76,7 @@ def posttrain_gates(
                              save_strategy="no", report_to="none", seed=seed, dataloader_num_workers=0,
                              **trainer_arguments(device, precision))
     trainer = SparseGatesTrainer(model=gated, args=args,
-                                 train_dataset=datasets.Dataset.from_dict({"input_ids": blocks}),
+                                 train_dataset=content_dataset({"input_ids": blocks}),
                                  data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
     start = time.perf_counter()
     trainer.train()

@@ -30,7 +30,7 @@ from glue_sparse.posttrain.options import PosttrainOptions
 from glue_sparse.posttrain.report import FIGURE, plot_structured, structured_markdown
 from glue_sparse.posttrain.run import tokens_per_second
 from glue_sparse_tasks.atomic import check_writable, write_text_atomic
-from glue_sparse_tasks.data import fingerprint
+from glue_sparse_tasks.data import content_dataset, fingerprint
 from sparse_models.accounting import parameter_accounting
 from sparse_models.runtime.devices import autocast, resolve_device, resolve_precision, trainer_arguments
 from sparse_models.removal import RemovalSchedule, removal_gate_learning_rate
@@ -123,8 +123,6 @@ def train_unit_gates(model: Any, tokenizer: Any, blocks: list[list[int]], output
     """Gate ``model`` (in place), train the gates for ``options``' token budget with the removal schedule
     reaching ``share``; resumes from the newest checkpoint in ``output_dir``. Returns (the gates' plan, info)
     with the gates folded and removed from ``model``."""
-    import datasets
-
     layers = decoder_units(model)
     add_unit_gates(model, layers)
     steps = _train_steps(options)
@@ -143,7 +141,7 @@ def train_unit_gates(model: Any, tokenizer: Any, blocks: list[list[int]], output
                              logging_steps=max(1, steps // 10), save_strategy="steps", save_steps=options.save_steps,
                              save_total_limit=1, report_to="none", seed=options.seed, dataloader_num_workers=0,
                              **trainer_arguments(options.device, options.precision))
-    dataset = datasets.Dataset.from_dict({"input_ids": blocks[: steps * options.train_batch_size]})
+    dataset = content_dataset({"input_ids": blocks[: steps * options.train_batch_size]})
     trainer = UnitGatesTrainer(model=model, args=args, layers=layers, target_removal=share, objective=objective,
                                train_dataset=dataset,
                                data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))

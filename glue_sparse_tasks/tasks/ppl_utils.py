@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import re
 
+from glue_sparse_tasks.data import content_dataset
 from glue_sparse_tasks.local_formats import GlueDataError
 from glue_sparse_tasks.text_corpora import load_c4_texts, load_wikitext2_pages
 
 
 def _dataset(texts: list[str], max_docs: int | None) -> dict:
-    import datasets
-
     texts = texts[: int(max_docs)] if max_docs else texts
-    return {"test": datasets.Dataset.from_dict({"text": texts})}
+    return {"test": content_dataset({"text": texts})}
 
 
 def load_c4_docs(data_dir: str | None = None, c4_path: str | None = None, max_docs: int | None = None,
