@@ -15,6 +15,7 @@ from typing import Any
 
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from sparse_models.deploy import EXPORT_RECORD, ONNX_FILE
 from sparse_models.pruned.configuration_sparse_pruned import SparsePrunedConfig
 
 RUN_FILE = "run.json"
@@ -29,7 +30,7 @@ class CheckpointError(UserInputError):
 @dataclass(frozen=True)
 class Checkpoint:
     path: str
-    kind: str  # "hf", "pruned" or "adapter"
+    kind: str  # "hf", "pruned", "adapter" or "onnx" (an exported graph run by ONNX Runtime)
     task: str | None  # the GLUE task it was trained on, when recorded
     num_labels: int | None
 
@@ -38,7 +39,7 @@ class Checkpoint:
 
 
 def is_checkpoint(path: Path) -> bool:
-    return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
+    return any((path / name).is_file() for name in ("config.json", "adapter_config.json", ONNX_FILE, EXPORT_RECORD))
 
 
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -128,6 +129,10 @@ def check_complete(path: str | os.PathLike) -> None:
         if not any((path / f).is_file() for f in ADAPTER_WEIGHTS):
             raise CheckpointError(f"{path}: adapter_config.json is there but no adapter weights "
                                   f"({' or '.join(ADAPTER_WEIGHTS)}); the adapter was not saved completely")
+    elif (path / EXPORT_RECORD).is_file() or (path / ONNX_FILE).is_file():
+        if not (path / ONNX_FILE).is_file() or not (path / ONNX_FILE).stat().st_size:
+            raise CheckpointError(f"{path / ONNX_FILE}: missing or empty, beside {EXPORT_RECORD}; export the "
+                                  "folder again (glue-sparse export --format onnx)")
     elif (path / "config.json").is_file():
         if not any((path / f).is_file() for f in MODEL_WEIGHTS):
             raise CheckpointError(f"{path}: config.json is there but no model weights ({', '.join(MODEL_WEIGHTS)})")
@@ -167,7 +172,10 @@ def describe_checkpoint(path: str | os.PathLike) -> Checkpoint:
     config = _read_json(path / "config.json")
     task = task or (config.get("finetuning_task") if config.get("finetuning_task") in GLUE_TASKS else None)
     num_labels = config.get("num_labels") or len(config.get("id2label") or {}) or None
-    kind = "pruned" if config.get("model_type") == SparsePrunedConfig.model_type else "hf"
+    if (path / ONNX_FILE).is_file():  # an exported graph; its config.json is the original architecture's
+        kind = "onnx"
+    else:
+        kind = "pruned" if config.get("model_type") == SparsePrunedConfig.model_type else "hf"
     return Checkpoint(str(path), kind, task, num_labels)
 
 
@@ -265,6 +273,11 @@ def load_classifier(ckpt: Checkpoint, dtype: Any, device: str, base: str | None 
         if prune:
             model = model.merge_and_unload()
         tokenizer_source = tokenizer_source or (ckpt.path if has_tokenizer(path) else base_path)
+    elif ckpt.kind == "onnx":  # runs in ONNX Runtime in the precision it was exported in (dtype does not apply)
+        from sparse_models.deploy.onnx_classifier import OnnxClassifier
+
+        model = OnnxClassifier(path)
+        tokenizer_source = tokenizer_source or ckpt.path
     else:
         model = AutoModelForSequenceClassification.from_pretrained(ckpt.path, dtype=dtype)
         tokenizer_source = tokenizer_source or ckpt.path

@@ -90,3 +90,21 @@ def glue_sparse_wheel(tmp_path_factory) -> Path:
     from tests.no_weights_env import build_wheel
 
     return build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def export_run_dir(glue_fixture_dir, tmp_path_factory) -> Path:
+    """A gates run on MRPC with its pruned model, and a full run on RTE without one, in one run folder (what
+    ``export`` exports, to the Hub or to ONNX)."""
+    from glue_sparse.finetune.options import FinetuneConfig
+    from glue_sparse.finetune.run import run_finetune
+    from tests.tiny_models import save_tiny_classifier
+
+    base = save_tiny_classifier(tmp_path_factory.mktemp("export_base"), 2, seed=41)
+    out = tmp_path_factory.mktemp("export_run")
+    common = dict(base_model=str(base), train_limit=24, epochs=1, batch_size=8, max_length=32)
+    run_finetune(FinetuneConfig(task="mrpc", method="gates", target_removal=0.3, prune=True, **common), out,
+                 data_dir=str(glue_fixture_dir), use_hub=False)
+    run_finetune(FinetuneConfig(task="rte", method="full", **common), out, data_dir=str(glue_fixture_dir),
+                 use_hub=False)
+    return out

@@ -33,10 +33,12 @@ def build_wheel(out_dir: Path) -> Path:
     return next(out_dir.glob("glue_sparse-*.whl"))
 
 
-def make_env(root: Path, wheel: Path | None) -> Path:
+def make_env(root: Path, wheel: Path | None, keep: tuple[str, ...] | None = None, hide: tuple[str, ...] = ()) -> Path:
     """Create the environment under ``root``; returns its ``bin`` folder (``python``, ``glue-sparse``).
     ``wheel=None``: a machine with torch, transformers, peft and lm-eval but no glue-sparse at all (someone who
-    downloads a pruned model and loads it with ``trust_remote_code=True``)."""
+    downloads a pruned model and loads it with ``trust_remote_code=True``). ``keep``: only the installed
+    distributions whose names start with one of these (a deployment machine with onnxruntime and no torch);
+    ``hide``: also leave out those whose names start with one of these (a machine without an extra)."""
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     bin_dir = venv / "bin"
@@ -44,7 +46,9 @@ def make_env(root: Path, wheel: Path | None) -> Path:
                                check=True, capture_output=True, text=True).stdout.strip())
     for folder in dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]):
         for entry in Path(folder).iterdir():
-            if entry.name.lower().startswith(HIDDEN_PREFIXES) or entry.suffix == ".pth" or (site / entry.name).exists():
+            if entry.name.lower().startswith(HIDDEN_PREFIXES + hide) or entry.suffix == ".pth" or (site / entry.name).exists():
+                continue
+            if keep is not None and not entry.name.lower().startswith(keep):
                 continue
             (site / entry.name).symlink_to(entry)
     if wheel is None:

@@ -12,22 +12,11 @@ from huggingface_hub import ModelCard, metadata_load
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from glue_sparse.cli.main import main
-from glue_sparse.finetune.options import FinetuneConfig
-from glue_sparse.finetune.run import run_finetune
-from tests.tiny_models import save_tiny_classifier
 
 
 @pytest.fixture(scope="module")
-def run_dir(glue_fixture_dir, tmp_path_factory):
-    """A gates run on MRPC with its pruned model, and a full run on RTE without one, in one run folder."""
-    base = save_tiny_classifier(tmp_path_factory.mktemp("export_base"), 2, seed=41)
-    out = tmp_path_factory.mktemp("export_run")
-    common = dict(base_model=str(base), train_limit=24, epochs=1, batch_size=8, max_length=32)
-    run_finetune(FinetuneConfig(task="mrpc", method="gates", target_removal=0.3, prune=True, **common), out,
-                 data_dir=str(glue_fixture_dir), use_hub=False)
-    run_finetune(FinetuneConfig(task="rte", method="full", **common), out, data_dir=str(glue_fixture_dir),
-                 use_hub=False)
-    return out
+def run_dir(export_run_dir):
+    return export_run_dir
 
 
 def _card_scores(folder) -> dict[str, float]:

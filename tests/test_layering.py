@@ -57,6 +57,8 @@ DEFERRED = {
     ("glue_sparse_tasks.lm_eval_hook", "glue_sparse_tasks"): "lm_eval",
     # fine-tuning options read the method's numbers when a config resolves, so `finetune --help` loads no torch
     ("glue_sparse.finetune.options", "sparse_models"): "torch",
+    # ONNX Runtime is an optional extra (glue-sparse[onnx]): only an exported ONNX folder loads it
+    ("sparse_models.checkpoints", "sparse_models.deploy.onnx_classifier"): "onnxruntime",
     # predict from lm-eval samples needs neither torch nor a model; only --run loads the classifiers
     ("glue_sparse.predict.run", "glue_sparse.predict.classifier"): "torch",
     # each command module builds its flags from its room's light options module and imports the room's

@@ -87,20 +87,44 @@ def _share(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+#: How an exported ONNX folder runs with nothing but onnxruntime, numpy and tokenizers; ``FOLDER`` and ``TEXTS``
+#: are placeholders (the card fills in the folder; ``TEXTS``: strings, or (first, second) pairs). The test of
+#: issue 79 runs exactly this in an environment without torch, transformers or glue-sparse.
+STANDALONE_ONNX_SNIPPET = """import json
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+folder = FOLDER
+tokenizer = Tokenizer.from_file(f"{folder}/tokenizer.json")
+tokenizer.enable_padding(pad_id=json.load(open(f"{folder}/config.json")).get("pad_token_id") or 0)
+tokenizer.enable_truncation(max_length=512)
+session = ort.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
+encodings = tokenizer.encode_batch(TEXTS)
+columns = {"input_ids": [e.ids for e in encodings], "attention_mask": [e.attention_mask for e in encodings],
+           "token_type_ids": [e.type_ids for e in encodings]}
+feed = {i.name: np.array(columns[i.name], dtype=np.int64) for i in session.get_inputs()}
+logits = session.run(None, feed)[0]
+"""
+
+
 def card_text(record: dict[str, Any], metrics: dict[str, float], source: Source, latency: dict[str, Any] | None,
-              pruned: bool, base_folder: str | None = None) -> str:
-    """The whole card of one task's checkpoint (``pruned``: its pruned model) from its run record."""
+              pruned: bool, base_folder: str | None = None, onnx: dict[str, Any] | None = None) -> str:
+    """The whole card of one task's checkpoint (``pruned``: its pruned model; ``onnx``: exported as an ONNX
+    graph, its export record) from its run record."""
     from huggingface_hub import ModelCard, ModelCardData
 
     task, method = record["task"], record["method"]
     accounting = (record.get("pruned") or {}).get("accounting") if pruned else None
     accounting = accounting or record["accounting"]
-    name = f"{record.get('base_model', 'model').split(' (')[0]}-{method}-{task}" + ("-pruned" if pruned else "")
+    name = (f"{record.get('base_model', 'model').split(' (')[0]}-{method}-{task}" + ("-pruned" if pruned else "")
+            + (f"-onnx-{onnx['precision']}" if onnx else ""))
     base = base_model_id(record.get("base_model", ""))
     data = ModelCardData(
-        base_model=base, library_name="transformers", pipeline_tag="text-classification",
+        base_model=base, library_name="onnx" if onnx else "transformers", pipeline_tag="text-classification",
         tags=["glue-sparse", "glue", method, *(["structured-pruning", "pruned"] if pruned or accounting.get(
-            "removed_weights") else []), *(["custom_code"] if pruned else [])],
+            "removed_weights") else []), *(["custom_code"] if pruned and not onnx else []),
+              *(["onnx", onnx["precision"]] if onnx else [])],
         datasets=["nyu-mll/glue"], license=base_license(base_folder), model_name=name,
         eval_results=eval_results(task, metrics, source, name) or None)
     hp = record.get("hyperparameters", {})
@@ -125,7 +149,7 @@ def card_text(record: dict[str, Any], metrics: dict[str, float], source: Source,
              "## How it was made", "", "```bash", record.get("command") or "(command not recorded)", "```", "",
              f"Primary metric: {primary_metric(task)}. Hyperparameters and data "
              "fingerprints are in the run's `run.json`.", "",
-             "## How to load it", "", _how_to_load(pruned), ""]
+             "## How to load it", "", _how_to_load_onnx(onnx) if onnx else _how_to_load(pruned), ""]
     return ModelCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + "\n".join(lines)).content
 
 
@@ -153,6 +177,22 @@ def _latency_line(latency: dict[str, Any] | None) -> str:
             f"validation documents, {latency.get('docs', '?')} documents), measured on {machine} in fp32.")
 
 
+def _how_to_load_onnx(onnx: dict[str, Any]) -> str:
+    fused = ", ".join(f"{v} {k}" for k, v in onnx.get("fused_operators", {}).items()) or "none"
+    precision = ("int8 weights (ONNX Runtime dynamic quantisation, "
+                 + ("per output channel" if onnx.get("per_channel") else "one scale per matrix") + ")"
+                 if onnx["precision"] == "int8" else "fp32")
+    difference = onnx.get("max_abs_logit_difference")
+    return (f"`model.onnx` is an ONNX Runtime graph (opset {onnx['opset']}, {precision}; optimizer: "
+            f"{onnx['optimizer']}; fused: {fused}); its logits differ from the torch model's by at most "
+            f"{difference:.1e} on a check batch (`onnx_export.json`). It needs only onnxruntime, numpy and "
+            "tokenizers:\n\n```python\n"
+            + STANDALONE_ONNX_SNIPPET.replace("folder = FOLDER", 'folder = "PATH"').replace(
+                "encode_batch(TEXTS)", 'encode_batch(["a sentence"])  # or [("first", "second")] pairs')
+            + "```\n\nWith glue-sparse, `lm_eval --model hf-classifier --model_args pretrained=PATH` scores it on "
+            "the `glue_sparse_*` tasks and `glue-sparse predict` writes a GLUE submission from it.")
+
+
 def _how_to_load(pruned: bool) -> str:
     auto = "AutoModelForSequenceClassification"
     if not pruned:
@@ -166,10 +206,10 @@ def _how_to_load(pruned: bool) -> str:
 
 def write_model_card(folder: str | Path, record: dict[str, Any], metrics: dict[str, float], source: Source,
                      latency: dict[str, Any] | None = None, pruned: bool = False,
-                     base_folder: str | None = None) -> Path:
+                     base_folder: str | None = None, onnx: dict[str, Any] | None = None) -> Path:
     """Write ``folder/README.md`` (atomically); its path."""
     return write_text_atomic(Path(folder) / CARD_FILE, card_text(record, metrics, source, latency, pruned,
-                                                                 base_folder))
+                                                                 base_folder, onnx))
 
 
 def write_run_cards(task_dir: str | Path, record: dict[str, Any], metrics: dict[str, float], source: Source,

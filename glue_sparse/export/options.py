@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from glue_sparse.common.option_fields import option, required
+from glue_sparse_tasks.precisions import QUANTIZE_CHOICES
+
+#: what an export writes: a transformers folder for the Hub, or an ONNX Runtime graph beside the tokenizer
+FORMATS = ("hub", "onnx")
 
 #: what of a task's run folder is exported: the checkpoint the run kept (an adapter merged into a plain
 #: model), or its physically pruned model (``pruned/``, with its code)
@@ -21,6 +25,12 @@ class ExportOptions:
     task: str | None = option(None, "comma-separated tasks to export (default: every task the run holds)")
     variant: str = option("checkpoint", "checkpoint (the model the run kept; an adapter is merged into a plain "
                                         "model) or pruned (its physically pruned model, with its code)")
+    format: str = option("hub", "hub (a transformers folder: config, safetensors, tokenizer, card) or onnx (model.onnx "
+                                "for ONNX Runtime, fused, with the tokenizer, the original architecture's config and a "
+                                "card; needs pip install 'glue-sparse[onnx]')")
+    quantize: str = option("none", "--format onnx: none (fp32) or int8 (ONNX Runtime dynamic quantisation of the "
+                                   "weights)")
+    per_channel: bool = option(False, "--quantize int8: one weight scale per output channel instead of per matrix")
     data_dir: str | None = option(None, "local GLUE folder, for timing a model the run did not time (else "
                                         "$GLUE_SPARSE_DATA_DIR, then the Hub)")
     latency_docs: int = option(256, "validation documents timed where the run recorded no latency (0: none)")

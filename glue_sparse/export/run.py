@@ -1,8 +1,9 @@
 """``glue-sparse export``: each asked task of a run as one Hub-ready folder: ``config.json`` and
 ``model.safetensors`` (a gates or LoRA adapter merged into a plain model; the pruned variant with its code and
 ``auto_map``, so it loads without glue-sparse), the tokenizer, and a model card with the run's own scores
-and measured speed-up. Everything asked is checked before anything is written, and each folder appears
-whole (written aside, then renamed)."""
+and measured speed-up. ``--format onnx`` writes ``model.onnx`` for ONNX Runtime instead (fp32 or int8; see
+``sparse_models.deploy``), with the original architecture's ``config.json``. Everything asked is checked before
+anything is written, and each folder appears whole (written aside, then renamed)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from typing import Any
 from glue_sparse.common.latency import checkpoint_latency
 from glue_sparse.common.model_card import LATENCY_FILE, run_scores, write_model_card
 from glue_sparse.common.packaged import minilm_path
-from glue_sparse.export.options import VARIANTS, ExportOptions
+from glue_sparse.export.options import FORMATS, VARIANTS, ExportOptions
 from glue_sparse_tasks.atomic import check_writable
 from glue_sparse_tasks.errors import UserInputError
+from glue_sparse_tasks.glue_tasks import GLUE_TASKS
+from glue_sparse_tasks.precisions import QUANTIZE_CHOICES
+from sparse_models.deploy.onnx_export import export_onnx, require_onnx
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
 from sparse_models.trainer import sparse_gates_tuner
 
@@ -40,6 +44,14 @@ def run_tasks(options: ExportOptions) -> dict[str, Path]:
                              f"{', '.join(found)}")
     if options.variant not in VARIANTS:
         raise UserInputError(f"--variant {options.variant!r}: expected one of {', '.join(VARIANTS)}")
+    if options.format not in FORMATS:
+        raise UserInputError(f"--format {options.format!r}: expected one of {', '.join(FORMATS)}")
+    if options.quantize not in QUANTIZE_CHOICES:
+        raise UserInputError(f"--quantize {options.quantize!r}: expected one of {', '.join(QUANTIZE_CHOICES)}")
+    if options.quantize != "none" and options.format != "onnx":
+        raise UserInputError(f"--quantize {options.quantize} quantises an ONNX graph: add --format onnx")
+    if options.format == "onnx":
+        require_onnx("--format onnx")
     if options.variant == "pruned":
         unpruned = [t for t in asked if not (found[t] / PRUNED_SUBDIR).is_dir()]
         if unpruned:
@@ -76,18 +88,42 @@ def _latency(task_dir: Path, task: str, record: dict[str, Any], options: ExportO
                               max_length=record["hyperparameters"].get("max_length", 128))
 
 
+def _sample(tokenizer: Any, task: str) -> dict[str, Any]:
+    """Two examples of unequal length (padding and its mask exercised) in the task's input shape, to trace the
+    graph and check its logits against torch's."""
+    first = ["a short example", "a somewhat longer example sentence, with more words in it than the first"]
+    second = ["and its pair", "the second text of a pair"] if len(GLUE_TASKS[task].text_fields) == 2 else None
+    return dict(tokenizer(first, second, padding=True, return_tensors="pt"))
+
+
+def _write_onnx(staging: Path, task: str, model: Any, tokenizer: Any, record: dict[str, Any],
+                options: ExportOptions) -> dict[str, Any]:
+    """``model.onnx``, its record and the original architecture's ``config.json`` naming the task; the record."""
+    staging.mkdir(parents=True)
+    pruned = options.variant == "pruned"
+    accounting = (record.get("pruned") or {}).get("accounting") if pruned else None
+    onnx_record = export_onnx(model, _sample(tokenizer, task), staging, options.quantize, options.per_channel,
+                              source=f"{record.get('base_model', '?')}, {record['method']} on {task}"
+                                     + (", pruned" if pruned else ""),
+                              accounting=accounting or record["accounting"], task=task)
+    return vars(onnx_record)
+
+
 def export_task(task: str, task_dir: Path, options: ExportOptions) -> Path:
-    """One task's Hub-ready folder, ``<output>/<task>/``, replaced whole."""
+    """One task's Hub-ready (or ONNX) folder, ``<output>/<task>/``, replaced whole."""
     record = json.loads((task_dir / RUN_FILE).read_text())
     model, tokenizer = _model_and_tokenizer(task_dir, options.variant)
     target = Path(options.output) / task
     staging = target.with_name(f".{task}.exporting")
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
+    onnx = _write_onnx(staging, task, model, tokenizer, record, options) if options.format == "onnx" else None
+    if onnx is None:
+        model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     metrics, source = run_scores(task_dir, record)
     write_model_card(staging, record, metrics, source, _latency(task_dir, task, record, options),
-                     pruned=options.variant == "pruned", base_folder=_base_folder(record.get("base_model", "")))
+                     pruned=options.variant == "pruned", base_folder=_base_folder(record.get("base_model", "")),
+                     onnx=onnx)
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)

@@ -5,8 +5,9 @@ with a fresh head and reports garbage). This model reads each request's doc fiel
 classifier once per doc, and returns the choice log-probabilities: ``log_softmax`` of the logits in
 label order, or, for STS-B regression, a two-point distribution on floor/ceil of the score whose
 expected value is the score. It serves any sequence-classification checkpoint: a plain transformers
-classifier, a fine-tuning run folder, a sparse-gates adapter (optionally pruned on load) or a pruned
-model. Its old name, ``sparse-gated``, stays registered for now and warns (``glue_sparse_tasks.deprecations``).
+classifier, a fine-tuning run folder, a sparse-gates adapter (optionally pruned on load), a pruned model,
+or an exported ONNX folder (``export --format onnx``: run by ONNX Runtime in the precision it was exported in,
+which the report names). Its old name, ``sparse-gated``, stays registered for now and warns (``glue_sparse_tasks.deprecations``).
 
     lm_eval run --model hf-classifier --model_args pretrained=RUN_DIR --tasks glue_sparse \\
         --metadata '{"data_dir": "../shared/data/glue"}'
@@ -214,6 +215,8 @@ class HFClassifierLM(LM):
         info = {
             "checkpoint": ckpt.path,
             "kind": ckpt.kind + ("+pruned" if self.prune and ckpt.kind == "adapter" else ""),
+            "runtime": getattr(model, "runtime", "torch"),  # an exported ONNX folder: onnxruntime, as exported
+            "precision": getattr(model, "precision", str(self.dtype).removeprefix("torch.")),
             "docs": len(docs),
             "batch_size": batch_size,
             "max_length": max_length,
@@ -228,7 +231,10 @@ class HFClassifierLM(LM):
     @staticmethod
     def _accounting(model: Any, ckpt: Checkpoint) -> dict[str, Any]:
         """Accounting with the trainable count that is actually known for this kind of checkpoint:
-        the run's record, else the adapter's saved tensors; unknown for a plain HF checkpoint."""
+        the run's record, else the adapter's saved tensors; unknown for a plain HF checkpoint. An ONNX graph has
+        no torch modules to count: its export record carries the accounting of the model it was exported from."""
+        if ckpt.kind == "onnx":
+            return model.record.get("accounting") or {}
         trainable = recorded_trainable_parameters(ckpt)
         accounting = parameter_accounting(model, trainable)
         if trainable is None and ckpt.kind == "hf":
