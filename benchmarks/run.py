@@ -67,6 +67,15 @@ SUITE: dict[str, Benchmark] = {
         "pretrain_pipeline.py", "pre-training input pipeline: token cache vs tokenising while training (tokens/s, "
         "data wait per step)", ("--synthetic-docs", "60", "--tokenizer", "bpe:300", "--seqlen", "32", "--batch-size",
                                 "2", "--batches", "5", "--steps", "2", "--out", "{out}/pipeline.json")),
+    "onnx-speed": Benchmark(
+        "onnx_speed.py", "MiniLM dense and magnitude-pruned at 30/50/70%: torch eager fp32 vs ONNX Runtime fp32 and "
+        "int8 (glue-sparse speed --runtimes torch,onnxruntime's table; results/onnx_speed)",
+        ("--levels", "0.5", "--batch-sizes", "2", "--batches", "1", "--rounds", "1", "--threads", "1", "--data-dir",
+         "{data}", "--output", "{out}/onnx_speed")),
+    "onnx-int8-scores": Benchmark(
+        "onnx_int8_scores.py", "GLUE scores of full fine-tunes in torch fp32 vs ONNX Runtime fp32 and int8 (per "
+        "matrix, per channel), through the same lm-eval tasks (results/onnx_int8_scores)",
+        ("--out", "{out}/int8", "--tasks", "rte", "--train-limit", "16", "--epochs", "1", "--data-dir", "{data}")),
     "pretrain-cpu": Benchmark("pretrain_cpu.sh",
                               "the committed CPU pre-training sweep and twins (results/pretrain_c4_cpu)", None),
     "minilm-converged-kd": Benchmark("minilm_converged_kd.sh",

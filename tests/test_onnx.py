@@ -144,6 +144,18 @@ def test_an_onnx_folder_runs_with_only_onnxruntime_numpy_and_tokenizers(exported
     assert (torch.tensor(json.loads(result.stdout)) - expected).abs().max() <= 1e-5
 
 
+def test_predict_writes_a_submission_file_from_an_onnx_folder(exported, glue_fixture_dir, tmp_path, capsys):
+    rows = [json.loads(line) for line in (glue_fixture_dir / "mrpc" / "validation.jsonl").read_text().splitlines()]
+    (tmp_path / "data" / "mrpc").mkdir(parents=True)
+    (tmp_path / "data" / "mrpc" / "test.jsonl").write_text("".join(json.dumps({**r, "label": -1}) + "\n" for r in rows))
+    assert main(["predict", "--run", str(exported / "int8"), "--device", "cpu", "--output", str(tmp_path / "out"),
+                 "--data-dir", str(tmp_path / "data")]) == 0
+    lines = (tmp_path / "out" / "MRPC.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == len(rows) + 1
+    provenance = json.loads((tmp_path / "out" / "predict.json").read_text())
+    assert "model.onnx sha256" in json.dumps(provenance)  # named by its graph's content, not its path
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated"])
 def test_a_damaged_or_missing_graph_is_one_line_naming_it(exported, tmp_path, capsys, damage, glue_fixture_dir):
     import shutil
@@ -170,3 +182,23 @@ def test_without_the_onnx_extra_export_stops_in_one_line_naming_it(export_run_di
     assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
     assert "onnxruntime" in errors[0] and "glue-sparse[onnx]" in errors[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_speed_times_runtime_by_precision_by_removal_in_one_table(export_run_dir, glue_fixture_dir, tmp_path):
+    from tests.tiny_models import save_tiny_classifier
+
+    model = save_tiny_classifier(tmp_path / "bert", 2, seed=41)
+    assert main(["speed", "--model", str(model), "--runtimes", "torch,onnxruntime", "--target-removal", "0.5",
+                 "--run", str(export_run_dir), "--batch-sizes", "4,1", "--batches", "2", "--rounds", "1",
+                 "--threads", "1", "--data_dir", str(glue_fixture_dir), "--output", str(tmp_path / "out")]) == 0
+    table = json.loads((tmp_path / "out" / "speed.json").read_text())
+    assert "instruction sets" in table["header"] and "onnxruntime" in table["header"]
+    cells = {(r["model"], r["runtime"], r["precision"], r["batch_size"]) for r in table["rows"]}
+    models = {"dense", "random 50%", "mrpc pruned"}
+    assert cells == {(m, *rp, bs) for m in models for rp in (("torch", "fp32"), ("onnxruntime", "fp32"),
+                                                               ("onnxruntime", "int8")) for bs in (4, 1)}
+    dense = [r for r in table["rows"] if r["model"] == "dense"]
+    assert all(r["x_dense_same_runtime"] == 1.0 for r in dense)
+    # half the gated weights closed; merge_and_unload's default layout removes what pays (and aligns kept widths)
+    assert all(0 < r["removed_share_of_gated"] <= 0.5 for r in table["rows"] if r["model"] == "random 50%")
+    assert (tmp_path / "out" / "speed.md").read_text().count("| random 50% |") == 6

@@ -85,7 +85,8 @@ def _gguf_identity(gguf: Path) -> str:
 
 
 def _weights_identity(folder: Path) -> str:
-    weights = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    """The weight files' sha256; an exported ONNX folder's weights are its graph (``model.onnx``)."""
+    weights = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith((*WEIGHT_SUFFIXES, ".onnx")))
     if not weights:
         return "no weight files"
     return ", ".join(f"{p.name} sha256 {file_sha256(p)}" for p in weights)

@@ -45,4 +45,9 @@ class SpeedOptions:
     causal_method: str = option("magnitude-sp", "--causal: which one-shot method picks the units "
                                                 "(magnitude-sp, wanda-sp, flap; the last two calibrate on C4)")
     causal_seqlen: int = option(256, "--causal: tokens per sequence (packed C4 text)")
+    runtimes: str = option("torch", "torch (dense against pruned layouts in torch), or torch,onnxruntime: one table "
+                                    "of runtime x precision (torch fp32, ONNX Runtime fp32 and int8) x removal on the "
+                                    "CPU, the instruction sets in its header (needs pip install 'glue-sparse[onnx]')")
+    run: str | None = option(None, "--runtimes torch,onnxruntime: a fine-tuning run folder whose <task>/pruned models "
+                                   "to time too")
     output: str | None = option(None, "folder to write the rows to: speed.json and speed.md (atomically)")
