@@ -63,7 +63,6 @@ class ExportRecord:
     opset: int = OPSET
     exporter: str = "torch.onnx.export (TorchScript), eager attention"
     inputs: list[str] = field(default_factory=list)
-    gather_ffn_input: bool = False
     model_type: str = ""
     optimizer: str = "none"
     fused_operators: dict[str, int] = field(default_factory=dict)
@@ -150,8 +149,7 @@ def _quantized(graph: Path, out: Path, per_channel: bool) -> Path:
 
 def export_onnx(model: nn.Module, sample: dict[str, torch.Tensor], folder: str | os.PathLike,
                 quantize: str = "none", per_channel: bool = False, source: str = "",
-                accounting: dict[str, Any] | None = None, task: str | None = None,
-                gather_ffn_input: bool = False) -> ExportRecord:
+                accounting: dict[str, Any] | None = None, task: str | None = None) -> ExportRecord:
     """Write ``folder/model.onnx``, ``onnx_export.json`` and ``config.json`` for a sequence classifier.
 
     ``config.json`` is the original architecture's (a pruned model's inner config; ``task`` as its
@@ -167,7 +165,7 @@ def export_onnx(model: nn.Module, sample: dict[str, torch.Tensor], folder: str |
 
     if quantize not in QUANTIZE_CHOICES:
         raise UserInputError(f"--quantize {quantize!r}: expected one of {', '.join(QUANTIZE_CHOICES)}")
-    regular = regular_form(model, gather_ffn_input).float().cpu()
+    regular = regular_form(model).float().cpu()
     config = regular.config
     regular.config._attn_implementation = "eager"
     names = _input_names(regular, sample)
@@ -189,8 +187,7 @@ def export_onnx(model: nn.Module, sample: dict[str, torch.Tensor], folder: str |
             graph = _quantized(graph, Path(scratch) / "int8.onnx", per_channel)
         record = ExportRecord(precision="int8" if quantize == "int8" else "fp32",
                               per_channel=per_channel if quantize == "int8" else None, inputs=_graph_inputs(graph),
-                              gather_ffn_input=gather_ffn_input, model_type=config.model_type, optimizer=optimizer,
-                              fused_operators=fused,
+                              model_type=config.model_type, optimizer=optimizer, fused_operators=fused,
                               nodes=_node_counts(graph), max_abs_logit_difference=check(graph), source=source,
                               accounting=accounting, onnxruntime_version=onnxruntime.__version__)
         if record.precision == "fp32" and record.max_abs_logit_difference > FP32_TOLERANCE:

@@ -28,20 +28,7 @@ from sparse_models.pruned.pruned_attention import HeadPrunedAttention
 from sparse_models.pruned.pruned_linear import PrunedLinear
 from sparse_models.pruned.residual_add import ResidualAddOutput
 
-__all__ = ["GatheredLinear", "plain_linear", "regular_form"]
-
-
-class GatheredLinear(nn.Module):
-    """``linear(x[..., kept])``: the kept input columns picked by one constant-index gather on the last axis (one
-    ONNX ``Gather``, no shape arithmetic), then a narrower matrix."""
-
-    def __init__(self, index: torch.Tensor, linear: nn.Linear) -> None:
-        super().__init__()
-        self.register_buffer("index", index.clone())
-        self.linear = linear
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x.index_select(-1, self.index))
+__all__ = ["plain_linear", "regular_form"]
 
 
 def plain_linear(layer: PrunedLinear) -> nn.Linear:
@@ -100,37 +87,21 @@ def _even_heads(model: nn.Module, name: str, attention: QueryKeyNarrowedAttentio
     attention.all_head_size = heads * size
 
 
-def _gathered(layer: PrunedLinear) -> GatheredLinear:
-    """``layer`` (gathering its input, output chained narrow) as a gather and a plain narrower matrix."""
-    kept_out, kept_in = layer.weight.shape
-    linear = nn.Linear(kept_in, kept_out, bias=layer.bias is not None, device=layer.weight.device,
-                       dtype=layer.weight.dtype)
-    with torch.no_grad():
-        linear.weight.copy_(layer.weight)
-        if layer.bias is not None:
-            linear.bias.copy_(layer.bias)
-    return GatheredLinear(layer.in_index, linear)
-
-
-def regular_form(model: nn.Module, gather_ffn_input: bool = False) -> nn.Module:
+def regular_form(model: nn.Module) -> nn.Module:
     """A copy of a pruned (or dense) encoder in which every layer is a stock transformers module: plain
     ``nn.Linear`` layers (``plain_linear``), the stock output modules (their residual add in place of the
     index-add) and the stock attention (heads padded to one size per layer). Inner model of a
-    ``SparsePruned*`` wrapper, or the model itself when it is no wrapper. ``gather_ffn_input``: the FFN's input
-    matrix keeps its removed columns removed, behind one constant-index gather (``GatheredLinear``), instead of
-    folding them back in as zeros."""
+    ``SparsePruned*`` wrapper, or the model itself when it is no wrapper. (Keeping the FFN input's removed
+    columns removed behind one gather instead ran slower in ONNX Runtime: benchmarks/results/onnx_speed.)"""
     model = copy.deepcopy(model).eval()
     inner = model.model if hasattr(model, "model") and hasattr(model.config, "inner_config") else model
     model_type = inner.config.model_type
-    ffn_input = ENCODER_LAYOUTS[model_type].ffn_input if model_type in ENCODER_LAYOUTS else None
     for name, module in list(inner.named_modules()):
         if isinstance(module, HeadPrunedAttention):
             raise ValueError(f"{name}: attention with whole query heads removed (decoders) has no regular form "
                              "here; ONNX export covers encoders")
         if isinstance(module, PrunedLinear):
-            gather = (gather_ffn_input and ffn_input is not None and name.endswith(ffn_input) and module.gather_in
-                      and not module.scatter_out)
-            replace_module(inner, name, _gathered(module) if gather else plain_linear(module))
+            replace_module(inner, name, plain_linear(module))
     for name, module in list(inner.named_modules()):
         if isinstance(module, ResidualAddOutput):
             module.__class__ = next(b for b in type(module).__bases__ if not issubclass(b, ResidualAddOutput))

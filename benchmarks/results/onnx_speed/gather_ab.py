@@ -17,7 +17,7 @@ def pruned(r):
     g = peft.get_peft_model(copy.deepcopy(dense), SparseGatesConfig(task_type="SEQ_CLS", target_removal=r, bias_delta=False))
     close_lowest(g, r, scores=magnitude_scores(g), snap_open=True)
     return g.merge_and_unload().eval()
-texts, _ = timing_texts("/work/shared/data/glue", 256)
+texts, _ = timing_texts("../shared/data/glue", 256)
 batches = tokenized_batches(tok, texts, 32, 8)
 sample = {k: v[:4] for k, v in batches[0].items()}
 subjects = {}
