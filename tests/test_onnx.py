@@ -202,3 +202,18 @@ def test_speed_times_runtime_by_precision_by_removal_in_one_table(export_run_dir
     # half the gated weights closed; merge_and_unload's default layout removes what pays (and aligns kept widths)
     assert all(0 < r["removed_share_of_gated"] <= 0.5 for r in table["rows"] if r["model"] == "random 50%")
     assert (tmp_path / "out" / "speed.md").read_text().count("| random 50% |") == 6
+
+
+def test_an_onnx_folders_tokenizer_loads_without_glue_sparse_and_without_remote_code(exported, tmp_path):
+    """Its config.json is the original architecture's, so AutoTokenizer (which reads config.json first in
+    transformers 5) finds no custom code: no prompt, no warning about a sparse_gated model."""
+    bin_dir = make_env(tmp_path, None)
+    probe = ("from transformers import AutoTokenizer; import importlib.util as u; "
+             f"t = AutoTokenizer.from_pretrained({str(exported / 'int8' / 'mrpc')!r}); "
+             "print(type(t).__name__, u.find_spec('glue_sparse') is None)")
+    result = subprocess.run([str(bin_dir / "python"), "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, env={k: v for k, v in os.environ.items()
+                                                           if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["BertTokenizer", "True"]
+    assert "custom code" not in result.stdout + result.stderr and "sparse_gated" not in result.stderr
