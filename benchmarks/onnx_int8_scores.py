@@ -40,8 +40,8 @@ def produce(out: Path, tasks: str, data: str, model: str | None, train_limit: in
     glue_sparse("finetune", "--method", "full", "--tasks", tasks, "--train-limit", str(train_limit), "--epochs",
                 str(epochs), "--seeds", "1", "--output", str(out / "full"), "--data-dir", data, "--resume",
                 *(["--model", model] if model else []))
-    flags = {"onnx-fp32": [], "onnx-int8": ["--quantize", "int8"],
-             "onnx-int8-per-channel": ["--quantize", "int8", "--per-channel"]}
+    flags = {"onnx-fp32": [], "onnx-int8": ["--quantize", "int8", "--int8-scales", "per-matrix"],
+             "onnx-int8-per-channel": ["--quantize", "int8", "--int8-scales", "per-channel"]}
     for name, extra in flags.items():
         if not (out / name).is_dir():
             glue_sparse("export", "--run", str(out / "full"), "--format", "onnx", *extra, "--latency-docs", "0",

@@ -106,6 +106,7 @@ def test_export_onnx_folders_are_scored_by_hf_classifier_as_exported(exported, e
         assert {ONNX_FILE, EXPORT_RECORD, "config.json", "tokenizer.json", "README.md"} <= {p.name for p in folder.iterdir()}
         record = json.loads((folder / EXPORT_RECORD).read_text())
         assert record["precision"] == precision and record["runtime"] == "onnxruntime"
+        assert record["per_channel"] is (True if precision == "int8" else None)  # the measured default
         card = ModelCard.load(folder / "README.md")
         assert card.data.library_name == "onnx" and "onnx" in card.data.tags and precision in card.data.tags
         assert json.loads((folder / "config.json").read_text())["model_type"] == "bert"  # no remote code
@@ -217,3 +218,14 @@ def test_an_onnx_folders_tokenizer_loads_without_glue_sparse_and_without_remote_
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["BertTokenizer", "True"]
     assert "custom code" not in result.stdout + result.stderr and "sparse_gated" not in result.stderr
+
+
+@pytest.mark.parametrize("args, named", [(["--int8-scales", "per-row"], "--int8-scales"),
+                                         (["--quantize", "int4"], "--quantize"),
+                                         (["--format", "hub", "--quantize", "int8"], "--format onnx")])
+def test_export_refuses_a_bad_onnx_option_in_one_line_before_writing(export_run_dir, tmp_path, capsys, args, named):
+    base = ["export", "--run", str(export_run_dir), "--task", "mrpc", "--output", str(tmp_path / "out")]
+    assert main([*base, *(["--format", "onnx"] if "--format" not in args else []), *args]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and named in errors[0], errors
+    assert not (tmp_path / "out").exists()

@@ -30,7 +30,8 @@ class ExportOptions:
                                 "card; needs pip install 'glue-sparse[onnx]')")
     quantize: str = option("none", "--format onnx: none (fp32) or int8 (ONNX Runtime dynamic quantisation of the "
                                    "weights)")
-    per_channel: bool = option(False, "--quantize int8: one weight scale per output channel instead of per matrix")
+    int8_scales: str = option("per-channel", "--quantize int8: per-channel (one weight scale per output channel; kept "
+                                             "GLUE scores within 1.0 of fp32) or per-matrix")
     data_dir: str | None = option(None, "local GLUE folder, for timing a model the run did not time (else "
                                         "$GLUE_SPARSE_DATA_DIR, then the Hub)")
     latency_docs: int = option(256, "validation documents timed where the run recorded no latency (0: none)")

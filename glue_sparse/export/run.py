@@ -19,7 +19,7 @@ from glue_sparse.export.options import FORMATS, VARIANTS, ExportOptions
 from glue_sparse_tasks.atomic import check_writable
 from glue_sparse_tasks.errors import UserInputError
 from glue_sparse_tasks.glue_tasks import GLUE_TASKS
-from glue_sparse_tasks.precisions import QUANTIZE_CHOICES
+from glue_sparse_tasks.precisions import INT8_SCALES, QUANTIZE_CHOICES
 from sparse_models.deploy.onnx_export import export_onnx, require_onnx
 from sparse_models.checkpoints import PRUNED_SUBDIR, RUN_FILE, describe_checkpoint, load_classifier
 from sparse_models.trainer import sparse_gates_tuner
@@ -48,6 +48,8 @@ def run_tasks(options: ExportOptions) -> dict[str, Path]:
         raise UserInputError(f"--format {options.format!r}: expected one of {', '.join(FORMATS)}")
     if options.quantize not in QUANTIZE_CHOICES:
         raise UserInputError(f"--quantize {options.quantize!r}: expected one of {', '.join(QUANTIZE_CHOICES)}")
+    if options.int8_scales not in INT8_SCALES:
+        raise UserInputError(f"--int8-scales {options.int8_scales!r}: expected one of {', '.join(INT8_SCALES)}")
     if options.quantize != "none" and options.format != "onnx":
         raise UserInputError(f"--quantize {options.quantize} quantises an ONNX graph: add --format onnx")
     if options.format == "onnx":
@@ -102,7 +104,8 @@ def _write_onnx(staging: Path, task: str, model: Any, tokenizer: Any, record: di
     staging.mkdir(parents=True)
     pruned = options.variant == "pruned"
     accounting = (record.get("pruned") or {}).get("accounting") if pruned else None
-    onnx_record = export_onnx(model, _sample(tokenizer, task), staging, options.quantize, options.per_channel,
+    onnx_record = export_onnx(model, _sample(tokenizer, task), staging, options.quantize,
+                              options.int8_scales == "per-channel",
                               source=f"{record.get('base_model', '?')}, {record['method']} on {task}"
                                      + (", pruned" if pruned else ""),
                               accounting=accounting or record["accounting"], task=task)

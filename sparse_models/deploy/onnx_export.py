@@ -148,7 +148,7 @@ def _quantized(graph: Path, out: Path, per_channel: bool) -> Path:
 
 
 def export_onnx(model: nn.Module, sample: dict[str, torch.Tensor], folder: str | os.PathLike,
-                quantize: str = "none", per_channel: bool = False, source: str = "",
+                quantize: str = "none", per_channel: bool = True, source: str = "",
                 accounting: dict[str, Any] | None = None, task: str | None = None) -> ExportRecord:
     """Write ``folder/model.onnx``, ``onnx_export.json`` and ``config.json`` for a sequence classifier.
 
@@ -157,7 +157,8 @@ def export_onnx(model: nn.Module, sample: dict[str, torch.Tensor], folder: str |
     remote code; the graph, not the config, holds the pruned widths.
 
     ``sample``: one tokenized batch (``input_ids``, ``attention_mask``, maybe ``token_type_ids``), traced and
-    then used to check the saved graph. ``quantize="int8"``: dynamic int8 weights (``per_channel`` scales per
+    then used to check the saved graph. ``quantize="int8"``: dynamic int8 weights (``per_channel``, the default
+    chosen by measurement in benchmarks/results/onnx_int8_scores: scales per
     output channel). The folder must exist; the graph is written aside and then renamed into place.
     """
     require_onnx("ONNX export")
