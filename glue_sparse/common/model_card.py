@@ -145,7 +145,9 @@ def card_text(record: dict[str, Any], metrics: dict[str, float], source: Source,
              f"| parameters {'in this model' if pruned else 'left after pruning'} | "
              f"{accounting['remaining_parameters']:,} |",
              *_removal_rows(accounting, pruned),
-             "", "## Speed", "", _latency_line(latency), "",
+             "", "## Speed", "", _latency_line(latency) + (
+                 " That is the torch model in eager mode; this graph's speed in ONNX Runtime: `glue-sparse speed "
+                 "--runtimes torch,onnxruntime`." if onnx else ""), "",
              "## How it was made", "", "```bash", record.get("command") or "(command not recorded)", "```", "",
              f"Primary metric: {primary_metric(task)}. Hyperparameters and data "
              "fingerprints are in the run's `run.json`.", "",

@@ -74,10 +74,6 @@ class ExportRecord:
     onnxruntime_version: str = ""
 
 
-def _inner(model: nn.Module) -> nn.Module:
-    return model.model if hasattr(model, "model") and hasattr(model.config, "inner_config") else model
-
-
 def _input_names(model: nn.Module, sample: dict[str, torch.Tensor]) -> list[str]:
     """The tokenizer's outputs the model's forward takes, in a fixed order."""
     import inspect
@@ -95,13 +91,10 @@ def _node_counts(path: Path) -> dict[str, int]:
     return dict(sorted(collections.Counter(n.op_type for n in graph.node).items()))
 
 
-def _session(path: Path, threads: int | None = None):
+def _session(path: Path):
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
 def _graph_inputs(path: Path) -> list[str]:

@@ -22,6 +22,7 @@ import copy
 import torch
 from torch import nn
 
+from glue_sparse_tasks.errors import UserInputError
 from sparse_models.architectures import ENCODER_LAYOUTS
 from sparse_models.pruned.modeling_sparse_pruned import QueryKeyNarrowedAttention, replace_module
 from sparse_models.pruned.pruned_attention import HeadPrunedAttention
@@ -98,8 +99,8 @@ def regular_form(model: nn.Module) -> nn.Module:
     model_type = inner.config.model_type
     for name, module in list(inner.named_modules()):
         if isinstance(module, HeadPrunedAttention):
-            raise ValueError(f"{name}: attention with whole query heads removed (decoders) has no regular form "
-                             "here; ONNX export covers encoders")
+            raise UserInputError(f"{name}: attention with whole query heads removed (decoders) has no regular form "
+                                 "here; ONNX export covers encoders")
         if isinstance(module, PrunedLinear):
             replace_module(inner, name, plain_linear(module))
     for name, module in list(inner.named_modules()):
