@@ -175,7 +175,7 @@ def content_dataset(columns: dict[str, list], sha256: str | None = None, feature
 
     ``datasets`` otherwise names a new dataset by pickling it with dill, which pickles a module by value when
     its file lies outside the interpreter's prefixes (dependencies linked in from another environment) and then
-    fails; our own content hash needs no pickling and is the one ``provenance()`` already reports.
+    fails; our own content hash needs no pickling (for a GLUE split, the rows' sha256 ``provenance()`` reports).
     """
     import datasets
     import pyarrow as pa

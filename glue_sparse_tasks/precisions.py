@@ -7,7 +7,7 @@ from __future__ import annotations
 #: auto (bf16 autocast on a CUDA device that supports it, fp32 elsewhere), or the autocast type itself
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
-#: what an exported ONNX graph's weights are quantised to (``export --quantize``, ``speed --onnx-precisions``):
+#: what an exported ONNX graph's weights are quantised to (``export --quantize``; ``speed``'s int8 column):
 #: none (fp32) or int8 by ONNX Runtime's dynamic quantisation (activations quantised per batch at run time)
 QUANTIZE_CHOICES = ("none", "int8")
 

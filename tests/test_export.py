@@ -14,11 +14,6 @@ from huggingface_hub.repocard_data import model_index_to_eval_results
 from glue_sparse.cli.main import main
 
 
-@pytest.fixture(scope="module")
-def run_dir(export_run_dir):
-    return export_run_dir
-
-
 def _card_scores(folder) -> dict[str, float]:
     card = ModelCard.load(folder / "README.md")
     assert card.data.library_name == "transformers" and card.data.pipeline_tag == "text-classification"
@@ -27,27 +22,27 @@ def _card_scores(folder) -> dict[str, float]:
     return {f"{r.dataset_config}:{r.metric_type}": r.metric_value for r in results}
 
 
-def test_every_kept_checkpoint_and_pruned_model_has_a_card_with_the_runs_scores(run_dir):
-    record = json.loads((run_dir / "mrpc" / "run.json").read_text())
+def test_every_kept_checkpoint_and_pruned_model_has_a_card_with_the_runs_scores(export_run_dir):
+    record = json.loads((export_run_dir / "mrpc" / "run.json").read_text())
     expected = {"mrpc:accuracy": record["final_metrics"]["accuracy"], "mrpc:f1": record["final_metrics"]["f1"]}
-    assert _card_scores(run_dir / "mrpc") == expected
-    assert _card_scores(run_dir / "mrpc" / "pruned") == expected
-    text = (run_dir / "mrpc" / "pruned" / "README.md").read_text()
+    assert _card_scores(export_run_dir / "mrpc") == expected
+    assert _card_scores(export_run_dir / "mrpc" / "pruned") == expected
+    text = (export_run_dir / "mrpc" / "pruned" / "README.md").read_text()
     closed = record["pruned"]["accounting"]["closed_share_of_gated"]
     assert "trust_remote_code=True" in text and f"gated weights closed (removable) | {100 * closed:.1f}%" in text
     assert abs(closed - 0.3) < 0.01
-    assert "custom_code" in ModelCard.load(run_dir / "mrpc" / "pruned" / "README.md").data.tags
-    assert "rte:accuracy" in _card_scores(run_dir / "rte")
+    assert "custom_code" in ModelCard.load(export_run_dir / "mrpc" / "pruned" / "README.md").data.tags
+    assert "rte:accuracy" in _card_scores(export_run_dir / "rte")
 
 
-def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_path, glue_fixture_dir,
+def test_export_writes_hub_ready_folders_whose_cards_round_trip(export_run_dir, tmp_path, glue_fixture_dir,
                                                                  tmp_path_factory):
     from transformers import AutoModelForSequenceClassification
 
     import sparse_models  # noqa: F401  (registers the pruned classes)
 
     out = tmp_path / "hub"
-    assert main(["export", "--run", str(run_dir), "--task", "mrpc", "--variant", "pruned", "--output", str(out),
+    assert main(["export", "--run", str(export_run_dir), "--task", "mrpc", "--variant", "pruned", "--output", str(out),
                  "--data-dir", str(glue_fixture_dir), "--latency-docs", "8"]) == 0
     folder = out / "mrpc"
     files = {p.name for p in folder.iterdir()}
@@ -55,12 +50,12 @@ def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_pat
     assert json.loads((folder / "config.json").read_text())["auto_map"]
     # names no path of the machine that made it (the base model was loaded from a folder under this one)
     assert str(tmp_path_factory.getbasetemp()) not in (folder / "config.json").read_text()
-    record = json.loads((run_dir / "mrpc" / "run.json").read_text())
+    record = json.loads((export_run_dir / "mrpc" / "run.json").read_text())
     assert _card_scores(folder) == {"mrpc:accuracy": record["final_metrics"]["accuracy"],
                                     "mrpc:f1": record["final_metrics"]["f1"]}
     assert "× the dense model's speed" in (folder / "README.md").read_text()  # timed here: the run was not
     # the checkpoint variant of a gates adapter: a plain model with the closed rows and columns folded in
-    assert main(["export", "--run", str(run_dir), "--output", str(tmp_path / "plain"), "--latency-docs", "0"]) == 0
+    assert main(["export", "--run", str(export_run_dir), "--output", str(tmp_path / "plain"), "--latency-docs", "0"]) == 0
     plain = AutoModelForSequenceClassification.from_pretrained(tmp_path / "plain" / "mrpc").eval()
     pruned = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     assert plain.config.model_type == "bert" and (tmp_path / "plain" / "rte" / "README.md").is_file()
@@ -74,8 +69,8 @@ def test_export_writes_hub_ready_folders_whose_cards_round_trip(run_dir, tmp_pat
     (["--task", "rte", "--variant", "pruned"], "--variant pruned: the run kept no pruned model for rte"),
     (["--variant", "fused"], "--variant 'fused': expected one of checkpoint, pruned"),
 ])
-def test_export_refuses_a_task_or_variant_the_run_lacks_in_one_line(run_dir, tmp_path, capsys, args, message):
-    assert main(["export", "--run", str(run_dir), "--output", str(tmp_path / "out"), *args]) == 2
+def test_export_refuses_a_task_or_variant_the_run_lacks_in_one_line(export_run_dir, tmp_path, capsys, args, message):
+    assert main(["export", "--run", str(export_run_dir), "--output", str(tmp_path / "out"), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert not (tmp_path / "out").exists()

@@ -42,14 +42,11 @@ def run_tasks(options: ExportOptions) -> dict[str, Path]:
     if missing:
         raise UserInputError(f"--run {root} has no finished run for task(s) {', '.join(missing)}; it holds "
                              f"{', '.join(found)}")
-    if options.variant not in VARIANTS:
-        raise UserInputError(f"--variant {options.variant!r}: expected one of {', '.join(VARIANTS)}")
-    if options.format not in FORMATS:
-        raise UserInputError(f"--format {options.format!r}: expected one of {', '.join(FORMATS)}")
-    if options.quantize not in QUANTIZE_CHOICES:
-        raise UserInputError(f"--quantize {options.quantize!r}: expected one of {', '.join(QUANTIZE_CHOICES)}")
-    if options.int8_scales not in INT8_SCALES:
-        raise UserInputError(f"--int8-scales {options.int8_scales!r}: expected one of {', '.join(INT8_SCALES)}")
+    for flag, value, choices in (("--variant", options.variant, VARIANTS), ("--format", options.format, FORMATS),
+                                 ("--quantize", options.quantize, QUANTIZE_CHOICES),
+                                 ("--int8-scales", options.int8_scales, INT8_SCALES)):
+        if value not in choices:
+            raise UserInputError(f"{flag} {value!r}: expected one of {', '.join(choices)}")
     if options.quantize != "none" and options.format != "onnx":
         raise UserInputError(f"--quantize {options.quantize} quantises an ONNX graph: add --format onnx")
     if options.format == "onnx":

@@ -34,7 +34,7 @@ from sparse_models.deploy.onnx_classifier import OnnxClassifier
 from sparse_models.deploy.onnx_export import export_onnx, require_onnx
 from sparse_models.runtime.timing import interleaved_rounds
 
-__all__ = ["instruction_sets", "runtime_table", "run_runtime_speed", "table_markdown"]
+__all__ = ["instruction_sets", "runtime_table", "run_runtime_speed", "table_header", "table_markdown", "write_table"]
 
 #: the vector instruction sets that decide int8 speed on x86 (VNNI: int8 dot products; AMX: int8 tiles)
 INSTRUCTION_SETS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
@@ -57,12 +57,14 @@ def _subjects(models: dict[str, nn.Module], sample: dict[str, torch.Tensor], scr
     """Every model in every (runtime, precision): the torch model itself, or its exported graph in a session."""
     subjects: dict[tuple[str, str, str], Callable[..., Any]] = {}
     for name, model in models.items():
-        subjects[(name, "torch", "fp32")] = model
-        for precision in ("fp32", "int8"):
+        for runtime, precision in RUNTIME_PRECISIONS:
+            if runtime == "torch":
+                subjects[(name, runtime, precision)] = model
+                continue
             folder = scratch / f"{len(subjects)}-{precision}"
             folder.mkdir()
             export_onnx(model, sample, folder, quantize="int8" if precision == "int8" else "none")
-            subjects[(name, "onnxruntime", precision)] = OnnxClassifier(folder, threads=threads)
+            subjects[(name, runtime, precision)] = OnnxClassifier(folder, threads=threads)
     return subjects
 
 

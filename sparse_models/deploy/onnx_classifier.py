@@ -18,11 +18,7 @@ from glue_sparse_tasks.errors import UserInputError
 from sparse_models.deploy import ONNX_FILE
 from sparse_models.deploy.onnx_export import read_record, require_onnx
 
-__all__ = ["OnnxClassifier", "is_onnx_folder"]
-
-
-def is_onnx_folder(path: str | os.PathLike) -> bool:
-    return (Path(path) / ONNX_FILE).is_file()
+__all__ = ["OnnxClassifier"]
 
 
 class OnnxClassifier:

@@ -97,15 +97,13 @@ def _session(path: Path):
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def _graph_inputs(path: Path) -> list[str]:
-    """The inputs the graph kept (the exporter drops one the model ignores, e.g. DeBERTa-v2's token types)."""
-    return [i.name for i in _session(path).get_inputs()]
-
-
-def _max_difference(path: Path, sample: dict[str, torch.Tensor], reference: torch.Tensor) -> float:
+def _checked(path: Path, sample: dict[str, torch.Tensor], reference: torch.Tensor) -> tuple[float, list[str]]:
+    """(the graph's largest logit difference from ``reference`` on ``sample``, the inputs the graph kept: the
+    exporter drops one the model ignores, e.g. DeBERTa-v2's token types), from one session."""
     session = _session(path)
-    logits = session.run(None, {i.name: sample[i.name].numpy() for i in session.get_inputs()})[0]
-    return float((torch.from_numpy(logits) - reference).abs().max())
+    inputs = [i.name for i in session.get_inputs()]
+    logits = session.run(None, {name: sample[name].numpy() for name in inputs})[0]
+    return float((torch.from_numpy(logits) - reference).abs().max()), inputs
 
 
 def _optimized(raw: Path, out: Path, config: Any, check: Any) -> tuple[Path, str, dict[str, int]]:
@@ -173,16 +171,21 @@ def export_onnx(model: nn.Module, sample: dict[str, torch.Tensor], folder: str |
         torch.onnx.export(regular, inputs, str(raw), dynamo=False, opset_version=OPSET, input_names=names,
                           output_names=["logits"], dynamic_axes=axes)
 
-        def check(path: Path) -> float:
-            return _max_difference(path, sample, reference)
+        checked: dict[Path, tuple[float, list[str]]] = {}
+
+        def check(path: Path) -> float:  # each graph checked once (the optimizer's output may be the final one)
+            if path not in checked:
+                checked[path] = _checked(path, sample, reference)
+            return checked[path][0]
 
         graph, optimizer, fused = _optimized(raw, Path(scratch) / "optimized.onnx", config, check)
         if quantize == "int8":
             graph = _quantized(graph, Path(scratch) / "int8.onnx", per_channel)
+        difference = check(graph)
         record = ExportRecord(precision="int8" if quantize == "int8" else "fp32",
-                              per_channel=per_channel if quantize == "int8" else None, inputs=_graph_inputs(graph),
+                              per_channel=per_channel if quantize == "int8" else None, inputs=checked[graph][1],
                               model_type=config.model_type, optimizer=optimizer, fused_operators=fused,
-                              nodes=_node_counts(graph), max_abs_logit_difference=check(graph), source=source,
+                              nodes=_node_counts(graph), max_abs_logit_difference=difference, source=source,
                               accounting=accounting, onnxruntime_version=onnxruntime.__version__)
         if record.precision == "fp32" and record.max_abs_logit_difference > FP32_TOLERANCE:
             raise RuntimeError(f"the exported graph's logits differ from torch's by "

@@ -4,7 +4,7 @@ In eager PyTorch a ``PrunedLinear`` that gathers its kept input columns from the
 scatters (index-adds) its kept rows back into it, is cheaper than the full matrix. Exported to ONNX the same
 index work becomes Shape / Gather / Concat / ScatterElements chains around every such layer, and those break
 the fusions a runtime lives on: ONNX Runtime's transformer optimizer fuses 12 SkipLayerNormalization in
-dense MiniLM and none in the magnitude-pruned one (issue 79). ``regular_form`` therefore keeps what is
+dense MiniLM and 0-1 in the magnitude-pruned ones (benchmarks/results/onnx_speed/graph_census.md). ``regular_form`` therefore keeps what is
 regular, a narrower FFN and narrower attention heads, as narrower plain ``nn.Linear`` layers, and folds the
 closed residual-stream rows and columns back in as zeros, so each block is the stock block: a plain
 residual ``Add`` before each LayerNorm, no gathers, no scatters. Outputs are the same up to float rounding
